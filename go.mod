@@ -1,12 +1,14 @@
 module github.com/durable-lease/durable-lease
 
-go 1.26
+go 1.26.0
 
 require (
-	github.com/alecthomas/kong v1.17.0 // indirect
-	github.com/creack/pty v1.1.24 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/alecthomas/kong v1.17.0
+	golang.org/x/sys v0.50.0
+	mvdan.cc/sh/v3 v3.14.1
+)
+
+require (
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	mvdan.cc/sh/v3 v3.14.1 // indirect
+	golang.org/x/term v0.45.0 // indirect
 )

@@ -1,0 +1,112 @@
+// Package leasecli is the lease command: it parses the command line, calls
+// package lease and prints one JSON object on stdout for every outcome.
+package leasecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// errUsage marks command-line mistakes; match it with errors.Is.
+var errUsage = errors.New("usage error")
+
+// usageError is a command-line mistake with its own message.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+type globals struct {
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory. Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
+	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
+	Pretty       bool   `help:"Indent the JSON output."`
+}
+
+type cli struct {
+	globals
+
+	Acquire   acquireCmd   `cmd:"" help:"Take the lease on a kind; refuse (exit 1) if it is held, or wait with --wait-ms."`
+	Heartbeat heartbeatCmd `cmd:"" help:"Refresh a lease you hold (needs the token from acquire). Fails once the lease has expired."`
+	Release   releaseCmd   `cmd:"" help:"Give a lease back (needs owner and token), or remove it with --force (journaled)."`
+	Status    statusCmd    `cmd:"" help:"Read a lease: state free, held or unknown (expired or unreadable). Always exits 0."`
+	Reap      reapCmd      `cmd:"" help:"Remove a dead (expired or unreadable) lease; refuses a live one."`
+	List      listCmd      `cmd:"" help:"Read every lease in the store."`
+	Reconcile reconcileCmd `cmd:"" help:"Session-start sweep: reap dead leases inside the owner fence, report live and foreign ones."`
+}
+
+const description = `Durable, heartbeat-expiring, owner-fenced leases in a directory shared by the
+processes of one host. Every outcome prints one JSON object on stdout.
+
+Exit status: 0 success (status always 0), 1 refusal (held, expired, not owner,
+timeout, not dead), 2 usage or validation error (nothing changed), 3 internal error.`
+
+// env is what every command's Run receives.
+type env struct {
+	ctx    context.Context
+	store  *lease.Store
+	stdout io.Writer
+	stderr io.Writer
+	pretty bool
+}
+
+func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.pretty) }
+
+// exitRequest carries kong's request to exit (after --help) out of Parse.
+type exitRequest struct{ code int }
+
+// Main runs the lease command with args (without the program name) and
+// returns the process exit status. ctx cancels a wait.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (status int) {
+	var c cli
+	pretty := false
+	parser, err := kong.New(&c,
+		kong.Name("lease"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitRequest{code}) }),
+		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern.String()},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
+	)
+	if err != nil {
+		return fail(stdout, stderr, false, fmt.Errorf("building the parser: %w", err))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ex, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			status = ex.code
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		return fail(stdout, stderr, pretty, usagef("%v", err))
+	}
+	pretty = c.Pretty
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fail(stdout, stderr, pretty, err)
+	}
+	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), lease.WithOwnerPattern(c.OwnerPattern))
+	if err != nil {
+		return fail(stdout, stderr, pretty, err)
+	}
+	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty}
+	if err := kctx.Run(e); err != nil {
+		return fail(stdout, stderr, pretty, err)
+	}
+	return jsonout.ExitOK
+}

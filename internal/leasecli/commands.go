@@ -1,0 +1,254 @@
+package leasecli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+type acquireCmd struct {
+	Kind    string  `required:"" placeholder:"KIND" help:"Lease kind: a slug matching ${kind_pattern}."`
+	Owner   string  `required:"" placeholder:"OWNER" help:"Who holds the lease (must match the owner pattern)."`
+	TTL     float64 `name:"ttl" required:"" placeholder:"MINUTES" help:"Minutes of silence before the lease expires; fractions allowed (0.5 = 30 s)."`
+	Payload string  `placeholder:"JSON" help:"Any JSON value to keep with the lease (readable by anyone; no secrets)."`
+	WaitMs  int64   `name:"wait-ms" placeholder:"MS" help:"If held, wait up to this many milliseconds for it to come free (0: refuse at once)."`
+}
+
+type acquireOut struct {
+	OK              bool          `json:"ok"`
+	Code            string        `json:"code"`
+	Kind            string        `json:"kind"`
+	Record          *lease.Record `json:"record"`
+	ExpiresAt       string        `json:"expiresAt"`
+	TookOverExpired bool          `json:"tookOverExpired,omitempty"`
+	Previous        *lease.Record `json:"previous,omitempty"`
+}
+
+func (c *acquireCmd) Run(e *env) error {
+	if c.WaitMs < 0 {
+		return usagef("--wait-ms must be zero or more")
+	}
+	req := lease.Request{Kind: c.Kind, Owner: c.Owner, TTLMinutes: c.TTL}
+	if c.Payload != "" {
+		if !json.Valid([]byte(c.Payload)) {
+			return usagef("--payload must be valid JSON")
+		}
+		req.Payload = json.RawMessage(c.Payload)
+	}
+	var acq *lease.Acquisition
+	var err error
+	if c.WaitMs > 0 {
+		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(c.WaitMs)*time.Millisecond)
+		defer cancel()
+		acq, err = e.store.AcquireWait(ctx, req)
+	} else {
+		acq, err = e.store.Acquire(e.ctx, req)
+	}
+	if err != nil {
+		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
+	}
+	if acq.TookOverExpired {
+		fmt.Fprintf(e.stderr, "lease: took over the dead lease %s of %s (journaled in %s)\n", c.Kind, describeOwner(acq.Previous), lease.JournalName)
+	}
+	return e.emit(acquireOut{
+		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record,
+		ExpiresAt:       lease.FormatTime(acq.Record.ExpiresAt()),
+		TookOverExpired: acq.TookOverExpired, Previous: acq.Previous,
+	})
+}
+
+func describeOwner(r *lease.Record) string {
+	if r == nil || r.Corrupt {
+		return "an unreadable record"
+	}
+	return fmt.Sprintf("%q", r.Owner)
+}
+
+type heartbeatCmd struct {
+	Kind  string `required:"" placeholder:"KIND" help:"Lease kind."`
+	Owner string `required:"" placeholder:"OWNER" help:"The owner that acquired it."`
+	Token string `required:"" placeholder:"TOKEN" help:"The fencing token from acquire (record.token)."`
+}
+
+type heartbeatOut struct {
+	OK          bool          `json:"ok"`
+	Code        string        `json:"code"`
+	Kind        string        `json:"kind"`
+	Record      *lease.Record `json:"record"`
+	ExpiresAt   string        `json:"expiresAt"`
+	ExpiresInMs int64         `json:"expiresInMs"`
+}
+
+func (c *heartbeatCmd) Run(e *env) error {
+	rec, err := e.store.Heartbeat(e.ctx, c.Kind, c.Owner, c.Token)
+	if err != nil {
+		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
+	}
+	return e.emit(heartbeatOut{
+		OK: true, Code: "refreshed", Kind: c.Kind, Record: rec,
+		ExpiresAt:   lease.FormatTime(rec.ExpiresAt()),
+		ExpiresInMs: rec.ExpiresAt().Sub(e.store.Now()).Milliseconds(),
+	})
+}
+
+type releaseCmd struct {
+	Kind  string `required:"" placeholder:"KIND" help:"Lease kind."`
+	Owner string `placeholder:"OWNER" help:"The owner that acquired it (with --force: who is forcing, for the journal)."`
+	Token string `placeholder:"TOKEN" help:"The fencing token from acquire."`
+	Force bool   `help:"Operator escape hatch: remove the lease whoever holds it, without a token. Journaled. Never use it from automation; reap dead leases instead."`
+}
+
+type releaseOut struct {
+	OK         bool          `json:"ok"`
+	Code       string        `json:"code"`
+	Kind       string        `json:"kind"`
+	Released   bool          `json:"released"`
+	WasExpired bool          `json:"wasExpired"`
+	Forced     bool          `json:"forced,omitempty"`
+	Previous   *lease.Record `json:"previous,omitempty"`
+}
+
+func (c *releaseCmd) Run(e *env) error {
+	var rel *lease.Released
+	var err error
+	if c.Force {
+		rel, err = e.store.ForceRelease(e.ctx, c.Kind, c.Owner)
+	} else {
+		if c.Owner == "" || c.Token == "" {
+			return usagef("release needs --owner and --token (or --force)")
+		}
+		rel, err = e.store.Release(e.ctx, c.Kind, c.Owner, c.Token)
+	}
+	if err != nil {
+		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
+	}
+	code := "released"
+	if !rel.Released {
+		code = "not_held"
+	}
+	return e.emit(releaseOut{OK: true, Code: code, Kind: c.Kind, Released: rel.Released,
+		WasExpired: rel.WasExpired, Forced: c.Force, Previous: rel.Previous})
+}
+
+type statusCmd struct {
+	Kind string `required:"" placeholder:"KIND" help:"Lease kind."`
+}
+
+// statusOut is one lease as status, list and reconcile print it.
+type statusOut struct {
+	OK           bool          `json:"ok,omitempty"`
+	Kind         string        `json:"kind"`
+	State        lease.State   `json:"state"`
+	Holder       string        `json:"holder,omitempty"`
+	Record       *lease.Record `json:"record,omitempty"`
+	ExpiresAt    string        `json:"expiresAt,omitempty"`
+	ExpiresInMs  *int64        `json:"expiresInMs,omitempty"`
+	ExpiredForMs *int64        `json:"expiredForMs,omitempty"`
+	Note         string        `json:"note,omitempty"`
+}
+
+func statusView(st *lease.Status) statusOut {
+	out := statusOut{Kind: st.Kind, State: st.State, Record: st.Record}
+	switch st.State {
+	case lease.Invalid:
+		out.Note = "file name is not a lease kind: reported, never touched"
+	case lease.Held:
+		ms := st.Remaining.Milliseconds()
+		out.Holder, out.ExpiresAt, out.ExpiresInMs = st.Record.Owner, lease.FormatTime(st.ExpiresAt), &ms
+	case lease.Unknown:
+		if !st.Record.Corrupt {
+			ms := -st.Remaining.Milliseconds()
+			out.ExpiresAt, out.ExpiredForMs = lease.FormatTime(st.ExpiresAt), &ms
+		}
+	}
+	return out
+}
+
+func (c *statusCmd) Run(e *env) error {
+	st, err := e.store.Status(c.Kind)
+	if err != nil {
+		return err
+	}
+	out := statusView(st)
+	out.OK = true
+	return e.emit(out)
+}
+
+type reapCmd struct {
+	Kind string `required:"" placeholder:"KIND" help:"Lease kind."`
+}
+
+type reapOut struct {
+	OK       bool          `json:"ok"`
+	Code     string        `json:"code"`
+	Kind     string        `json:"kind"`
+	Reaped   bool          `json:"reaped"`
+	Previous *lease.Record `json:"previous,omitempty"`
+}
+
+func (c *reapCmd) Run(e *env) error {
+	prev, err := e.store.Reap(e.ctx, c.Kind)
+	if err != nil {
+		return &refusal{err: err, kind: c.Kind, now: e.store.Now()}
+	}
+	if prev == nil {
+		return e.emit(reapOut{OK: true, Code: "not_held", Kind: c.Kind})
+	}
+	return e.emit(reapOut{OK: true, Code: "reaped", Kind: c.Kind, Reaped: true, Previous: prev})
+}
+
+type listCmd struct{}
+
+type listOut struct {
+	OK     bool        `json:"ok"`
+	Store  string      `json:"store"`
+	Leases []statusOut `json:"leases"`
+}
+
+func (c *listCmd) Run(e *env) error {
+	all, err := e.store.List()
+	if err != nil {
+		return err
+	}
+	out := listOut{OK: true, Store: e.store.Dir(), Leases: make([]statusOut, 0, len(all))}
+	for i := range all {
+		out.Leases = append(out.Leases, statusView(&all[i]))
+	}
+	return e.emit(out)
+}
+
+type reconcileCmd struct{}
+
+type reapedOut struct {
+	Kind     string        `json:"kind"`
+	Previous *lease.Record `json:"previous"`
+}
+
+type reconcileOut struct {
+	OK      bool        `json:"ok"`
+	Store   string      `json:"store"`
+	Held    []statusOut `json:"held"`
+	Reaped  []reapedOut `json:"reaped"`
+	Foreign []statusOut `json:"foreign"`
+}
+
+func (c *reconcileCmd) Run(e *env) error {
+	rep, err := e.store.Reconcile(e.ctx)
+	if err != nil {
+		return err
+	}
+	out := reconcileOut{OK: true, Store: e.store.Dir(), Held: []statusOut{}, Reaped: []reapedOut{}, Foreign: []statusOut{}}
+	for i := range rep.Held {
+		out.Held = append(out.Held, statusView(&rep.Held[i]))
+	}
+	for _, r := range rep.Reaped {
+		out.Reaped = append(out.Reaped, reapedOut{Kind: r.Kind, Previous: r})
+	}
+	for i := range rep.Foreign {
+		out.Foreign = append(out.Foreign, statusView(&rep.Foreign[i]))
+	}
+	return e.emit(out)
+}

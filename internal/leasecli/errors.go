@@ -1,0 +1,98 @@
+package leasecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// classify maps an error to its stable code word and exit status. It is the
+// only place the lease CLI decides either.
+func classify(err error) (code string, exit int) {
+	switch {
+	case errors.Is(err, errUsage), errors.Is(err, lease.ErrInvalid):
+		return "usage", jsonout.ExitUsage
+	case errors.Is(err, lease.ErrTimeout):
+		return "timeout", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrHeld):
+		return "held", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrNotHeld):
+		return "not_held", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrExpired):
+		return "expired", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrNotOwner):
+		return "not_owner", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrNotDead):
+		return "not_dead", jsonout.ExitRefused
+	case errors.Is(err, context.Canceled):
+		return "interrupted", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrGuardBusy):
+		return "guard_busy", jsonout.ExitInternal
+	}
+	return "internal", jsonout.ExitInternal
+}
+
+// failureOut is every ok:false object. A refusal by a live lease names its
+// holder and when it expires.
+type failureOut struct {
+	jsonout.Failure
+	Kind        string        `json:"kind,omitempty"`
+	Holder      string        `json:"holder,omitempty"`
+	HeldBySelf  *bool         `json:"heldBySelf,omitempty"`
+	ExpiresAt   string        `json:"expiresAt,omitempty"`
+	ExpiresInMs *int64        `json:"expiresInMs,omitempty"`
+	WaitedMs    *int64        `json:"waitedMs,omitempty"`
+	Record      *lease.Record `json:"record,omitempty"`
+}
+
+// refusal is an error from a command that knows its kind and caller.
+type refusal struct {
+	err   error
+	kind  string
+	owner string
+	now   time.Time
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// fail prints err as one JSON object, a hint on stderr, and returns the
+// exit status.
+func fail(stdout, stderr io.Writer, pretty bool, err error) int {
+	code, exit := classify(err)
+	out := failureOut{Failure: jsonout.Failure{Code: code, Error: err.Error()}}
+	var r *refusal
+	if errors.As(err, &r) {
+		out.Kind = r.kind
+		if rec := lease.LiveRecord(err); rec != nil {
+			out.Holder, out.Record = rec.Owner, rec
+			out.ExpiresAt = lease.FormatTime(rec.ExpiresAt())
+			left := rec.ExpiresAt().Sub(r.now).Milliseconds()
+			out.ExpiresInMs = &left
+			if r.owner != "" {
+				self := rec.Owner == r.owner
+				out.HeldBySelf = &self
+			}
+		}
+		var held *lease.HeldError
+		if errors.As(err, &held) && held.Timeout {
+			w := held.Waited.Milliseconds()
+			out.WaitedMs = &w
+		}
+	}
+	_ = jsonout.Write(stdout, out, pretty)
+	if exit == jsonout.ExitUsage {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "lease: ") {
+			msg = "lease: " + msg
+		}
+		fmt.Fprintf(stderr, "%s\nRun 'lease --help' for usage.\n", msg)
+	}
+	return exit
+}

@@ -1,0 +1,70 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the CLI maps each to a stable
+// code word and an exit status in one place.
+var (
+	// ErrInvalid reports a caller mistake: a bad kind, owner, TTL, token,
+	// payload or owner pattern. Nothing on disk was touched.
+	ErrInvalid = errors.New("lease: invalid argument")
+	// ErrHeld reports that a live lease of another acquisition is in the way.
+	ErrHeld = errors.New("lease: held")
+	// ErrTimeout reports that a wait for a lease ended before it came free.
+	ErrTimeout = errors.New("lease: timed out waiting")
+	// ErrNotHeld reports a heartbeat on a kind that has no record.
+	ErrNotHeld = errors.New("lease: not held")
+	// ErrExpired reports a heartbeat on a lease past its TTL (or unreadable):
+	// an expired lease is forfeit even for its owner and is never revived.
+	ErrExpired = errors.New("lease: expired")
+	// ErrNotOwner reports an owner or fencing token that does not match the
+	// record: the caller does not hold this incarnation of the lease.
+	ErrNotOwner = errors.New("lease: not owner")
+	// ErrNotDead reports a reap of a lease that is still live.
+	ErrNotDead = errors.New("lease: not dead")
+	// ErrGuardBusy reports that the per-kind critical section stayed occupied
+	// by a live process for longer than the guard wait bound.
+	ErrGuardBusy = errors.New("lease: guard busy")
+)
+
+// HeldError carries the live record that refused an acquisition. It matches
+// ErrHeld, and also ErrTimeout when it ends a wait.
+type HeldError struct {
+	Record    *Record
+	ExpiresAt time.Time
+	// Waited is how long the caller waited before giving up (0 without a wait).
+	Waited  time.Duration
+	Timeout bool
+}
+
+func (e *HeldError) Error() string {
+	holder := "another owner"
+	if e.Record != nil {
+		holder = fmt.Sprintf("%q", e.Record.Owner)
+	}
+	msg := fmt.Sprintf("lease %s is held by %s until %s", e.kind(), holder, FormatTime(e.ExpiresAt))
+	if e.Timeout {
+		return fmt.Sprintf("timed out after %s waiting: %s", e.Waited.Round(time.Millisecond), msg)
+	}
+	return msg
+}
+
+func (e *HeldError) kind() string {
+	if e.Record == nil {
+		return "?"
+	}
+	return e.Record.Kind
+}
+
+// Is reports whether target is ErrHeld, or ErrTimeout for an ended wait.
+func (e *HeldError) Is(target error) bool {
+	return target == ErrHeld || (e.Timeout && target == ErrTimeout)
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

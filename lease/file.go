@@ -1,0 +1,173 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// JournalName is the store's journal of takeovers, reaps and forced releases.
+const JournalName = "reaped.log"
+
+// fileBackend keeps each record in <dir>/<kind>.json and serializes a kind's
+// mutations with the guard directory <dir>/.guard-<kind> (see guard.go).
+type fileBackend struct {
+	dir   string
+	clock Clock
+	guard guardConfig
+}
+
+// newFileBackend does not create dir: reads of a missing store see no
+// leases, and the first mutation creates it, so a refused or read-only
+// command leaves nothing on disk.
+func newFileBackend(dir string, clock Clock, g guardConfig) *fileBackend {
+	return &fileBackend{dir: dir, clock: clock, guard: g}
+}
+
+func (b *fileBackend) recordPath(kind string) string {
+	return filepath.Join(b.dir, kind+".json")
+}
+
+// Read implements [Backend].
+func (b *fileBackend) Read(kind string) (*Record, error) {
+	data, err := os.ReadFile(b.recordPath(kind))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
+	}
+	return DecodeRecord(kind, data), nil
+}
+
+// write replaces the record atomically: a uniquely named temporary file in
+// the same directory, renamed over <kind>.json, so lock-free readers see the
+// old record or the new one and never a torn one.
+func (b *fileBackend) write(r *Record) error {
+	data, err := r.encodeFile()
+	if err != nil {
+		return fmt.Errorf("lease: encode %s: %w", r.Kind, err)
+	}
+	tmp := filepath.Join(b.dir, ".tmp-"+r.Kind+"-"+randomHex(8))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return fmt.Errorf("lease: write %s: %w", r.Kind, err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, b.recordPath(r.Kind))
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("lease: write %s: %w", r.Kind, werr)
+	}
+	return nil
+}
+
+func (b *fileBackend) remove(kind string) error {
+	err := os.Remove(b.recordPath(kind))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lease: remove %s: %w", kind, err)
+	}
+	return nil
+}
+
+// Update implements [Backend].
+func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
+	g, err := b.enterGuard(ctx, kind)
+	if err != nil {
+		return err
+	}
+	defer b.leaveGuard(g)
+	cur, err := b.Read(kind)
+	if err != nil {
+		return err
+	}
+	op, next, err := fn(cur)
+	if err != nil {
+		return err
+	}
+	switch op {
+	case OpPut:
+		return b.write(next)
+	case OpDelete:
+		return b.remove(kind)
+	}
+	return nil
+}
+
+// Names implements [Backend]: every <name>.json in the store whose name does
+// not start with a dot.
+func (b *fileBackend) Names() ([]string, error) {
+	entries, err := os.ReadDir(b.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: list %s: %w", b.dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".json") || e.IsDir() {
+			continue
+		}
+		names = append(names, strings.TrimSuffix(n, ".json"))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Journal implements [Backend]: one JSON line appended with a single write,
+// which O_APPEND keeps whole against concurrent appenders.
+func (b *fileBackend) Journal(e Event) error {
+	if e.At.IsZero() {
+		e.At = b.clock.Now()
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("lease: journal: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(b.dir, JournalName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+	if err != nil {
+		return fmt.Errorf("lease: journal: %w", err)
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("lease: journal: %w", err)
+	}
+	return nil
+}
+
+// randomHex returns 2n hex digits from the system's secure random source.
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	if _, err := rand.Read(buf); err != nil {
+		panic(fmt.Sprintf("lease: no secure randomness: %v", err)) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(buf)
+}
+
+// NewToken returns a fresh fencing token: 128 random bits as 32 hex digits.
+func NewToken() string { return randomHex(16) }
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }

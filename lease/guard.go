@@ -1,0 +1,222 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// guardConfig bounds how long a caller waits to enter a kind's critical
+// section and how old a guard must be before it is judged abandoned when
+// its holder's identity cannot be checked.
+type guardConfig struct {
+	wait  time.Duration
+	stale time.Duration
+}
+
+// DefaultGuardWait is how long a mutation waits for a kind's critical section.
+// Holders keep it for tens of microseconds, so 5 s only passes when a live
+// holder is stopped or the disk has stalled.
+const DefaultGuardWait = 5 * time.Second
+
+// DefaultGuardStale is the age past which a guard whose holder cannot be
+// identified (a guard written by an implementation that records only a pid,
+// or one left between mkdir and its holder file) is judged abandoned. It
+// matches the reference implementation, four orders of magnitude above a
+// normal hold.
+const DefaultGuardStale = 60 * time.Second
+
+// holderFile is the file inside a guard directory naming its holder.
+const holderFile = "holder.json"
+
+// guardHolder is the content of .guard-<kind>/holder.json. id and pid are the
+// fields every implementation writes; the others let a reader on this host
+// prove the holder dead: a process is the same one only if its pid, its
+// start time since boot, the boot id and the pid namespace all match.
+type guardHolder struct {
+	ID    string `json:"id"`
+	PID   int    `json:"pid"`
+	Host  string `json:"host,omitempty"`
+	Boot  string `json:"boot,omitempty"`
+	PIDNS string `json:"pidns,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+}
+
+// heldGuard is a guard this process has entered.
+type heldGuard struct {
+	kind, path, id string
+}
+
+func (b *fileBackend) guardPath(kind string) string {
+	return filepath.Join(b.dir, ".guard-"+kind)
+}
+
+// enterGuard takes kind's critical section. It creates the guard directory
+// atomically with its holder file already inside; if a guard exists it
+// judges whether its holder is dead, recovers it if so, and otherwise backs
+// off and retries until the guard wait bound or ctx ends.
+func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, error) {
+	path := b.guardPath(kind)
+	me := self()
+	me.ID = randomHex(16)
+	body, err := json.Marshal(me)
+	if err != nil {
+		return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
+	}
+	deadline := time.Now().Add(b.guard.wait)
+	backoff := 20 * time.Microsecond
+	created := false
+	for {
+		err := createGuard(path, body)
+		if err == nil {
+			return &heldGuard{kind: kind, path: path, id: me.ID}, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) && !created {
+			created = true
+			if err := os.MkdirAll(b.dir, 0o777); err != nil {
+				return nil, fmt.Errorf("lease: store %s: %w", b.dir, err)
+			}
+			continue
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
+		}
+		v := b.judgeGuard(path)
+		if v.stale {
+			if err := b.reapGuard(kind, path); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: %s held by %s for over %s; remove it only if that process is gone",
+				ErrGuardBusy, path, v.describe(), b.guard.wait)
+		}
+		time.Sleep(backoff/2 + rand.N(backoff))
+		backoff = min(backoff*2, 4*time.Millisecond)
+	}
+}
+
+// verdict is a judgment of a guard found in the way.
+type verdict struct {
+	stale  bool
+	reason string
+	holder *guardHolder
+}
+
+func (v verdict) describe() string {
+	if v.holder == nil {
+		return "an unidentified holder"
+	}
+	return fmt.Sprintf("pid %d", v.holder.PID)
+}
+
+// judgeGuard decides whether the guard at path belongs to a dead holder. A
+// holder that identifies itself fully is judged by its process; any other
+// guard only by its age.
+func (b *fileBackend) judgeGuard(path string) verdict {
+	h := readHolder(path)
+	if h != nil {
+		if alive, reason, known := holderAlive(h); known {
+			return verdict{stale: !alive, reason: reason, holder: h}
+		}
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return verdict{holder: h} // gone already: just retry
+	}
+	if age := time.Since(fi.ModTime()); age > b.guard.stale {
+		return verdict{stale: true, reason: fmt.Sprintf("unidentified guard %s old", age.Round(time.Millisecond)), holder: h}
+	}
+	return verdict{holder: h}
+}
+
+func readHolder(guardDir string) *guardHolder {
+	data, err := os.ReadFile(filepath.Join(guardDir, holderFile))
+	if err != nil {
+		return nil
+	}
+	var h guardHolder
+	if json.Unmarshal(data, &h) != nil || h.ID == "" {
+		return nil
+	}
+	return &h
+}
+
+// reapGuard recovers an abandoned guard. Reapers are serialized by an
+// exclusive flock on the store directory, which the kernel drops if a reaper
+// dies. Under it the guard is judged again (a previous reaper may already
+// have replaced it with a live one) and, if still dead, renamed to a unique
+// name, so a concurrent mkdir either precedes the rename (and fails) or
+// follows it (and wins a fresh guard no one else touches). The renamed
+// directory's holder id is checked against the one judged; if an
+// implementation that does not take the flock swapped guards in between, it
+// is put back.
+func (b *fileBackend) reapGuard(kind, path string) error {
+	unlock, err := lockDir(b.dir)
+	if err != nil {
+		return fmt.Errorf("lease: guard %s: lock store: %w", kind, err)
+	}
+	defer unlock()
+	v := b.judgeGuard(path)
+	if !v.stale {
+		return nil
+	}
+	dst := path + ".reaped-" + randomHex(8)
+	if err := os.Rename(path, dst); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("lease: guard %s: reap: %w", kind, err)
+	}
+	if v.holder != nil {
+		if got := readHolder(dst); got == nil || got.ID != v.holder.ID {
+			if err := renameNoReplace(dst, path); err != nil {
+				_ = b.Journal(Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
+			}
+			return nil
+		}
+	}
+	_ = os.RemoveAll(dst)
+	e := Event{Event: EventGuardReaped, Kind: kind, Guard: path, Reason: v.reason}
+	if v.holder != nil {
+		e.Holder, e.PID = v.holder.ID, v.holder.PID
+	}
+	return b.Journal(e)
+}
+
+// leaveGuard gives the critical section back. It captures the guard by
+// renaming it to a unique name and checks the holder id before deleting it:
+// if this process was stopped long enough for an age-based reaper to recover
+// its guard, the directory now belongs to someone else and is restored.
+// Failures are journaled, not returned: the mutation has already happened,
+// and a guard left behind is recovered once this process exits.
+func (b *fileBackend) leaveGuard(g *heldGuard) {
+	captured := g.path + ".release-" + randomHex(8)
+	if err := os.Rename(g.path, captured); err != nil {
+		_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
+		return
+	}
+	if h := readHolder(captured); h != nil && h.ID == g.id {
+		_ = os.Remove(filepath.Join(captured, holderFile))
+		if os.Remove(captured) != nil {
+			_ = os.RemoveAll(captured)
+		}
+		return
+	}
+	reason := "captured another holder's guard at release; restored it"
+	if err := renameNoReplace(captured, g.path); err != nil {
+		_ = os.RemoveAll(captured)
+		reason = "captured another holder's guard at release and could not restore it"
+	}
+	_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
+}

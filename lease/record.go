@@ -1,0 +1,232 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// RecordVersion is the value of the "v" field this package writes and the
+// only one it trusts; a record of any other version reads as unknown.
+const RecordVersion = 1
+
+// timeLayout is ISO-8601 UTC with milliseconds, the form JavaScript's
+// Date.toISOString writes, so records are byte-compatible across
+// implementations sharing one store.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders t the way records store timestamps.
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// ParseTime reads a record timestamp. It accepts any RFC 3339 time, with or
+// without fractional seconds.
+func ParseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+
+// Record is one lease as stored in <kind>.json.
+//
+// A record that cannot be trusted (not JSON, not an object, another version,
+// missing or mistyped fields) is still returned by reads, with Corrupt set,
+// Raw holding the file's text and Reason saying what is wrong; such a record
+// is never live.
+type Record struct {
+	V          int
+	Kind       string
+	Owner      string
+	Token      string
+	Heartbeat  time.Time
+	TTLMinutes float64
+	// Payload is the caller's JSON value, or nil for JSON null.
+	Payload    json.RawMessage
+	AcquiredAt time.Time
+
+	// Extra keeps fields written by other implementations, so a heartbeat
+	// rewrites them unchanged.
+	Extra map[string]json.RawMessage
+
+	Corrupt bool
+	Raw     string
+	Reason  string
+}
+
+// TTL returns the record's time to live as a duration.
+func (r *Record) TTL() time.Duration {
+	return time.Duration(r.TTLMinutes * float64(time.Minute))
+}
+
+// ExpiresAt is the instant after which the record is expired. It is the zero
+// time for a corrupt record.
+func (r *Record) ExpiresAt() time.Time {
+	if r.Corrupt {
+		return time.Time{}
+	}
+	return r.Heartbeat.Add(r.TTL())
+}
+
+// Expired reports whether the record is dead at now: corrupt, or its last
+// heartbeat is more than its TTL ago (compared in whole milliseconds, as
+// the timestamps are stored).
+func (r *Record) Expired(now time.Time) bool {
+	if r.Corrupt {
+		return true
+	}
+	ageMs := float64(now.UnixMilli() - r.Heartbeat.UnixMilli())
+	return ageMs > r.TTLMinutes*60_000
+}
+
+var knownFields = []string{"v", "kind", "owner", "token", "heartbeat", "ttlMinutes", "payload", "acquiredAt"}
+
+// MarshalJSON writes the known fields in their canonical order, then any
+// extra fields sorted by name. A corrupt record renders as
+// {"corrupt":true,"kind":…,"reason":…,"raw":…}.
+func (r *Record) MarshalJSON() ([]byte, error) {
+	if r.Corrupt {
+		return json.Marshal(struct {
+			Corrupt bool   `json:"corrupt"`
+			Kind    string `json:"kind"`
+			Reason  string `json:"reason"`
+			Raw     string `json:"raw"`
+		}{true, r.Kind, r.Reason, r.Raw})
+	}
+	payload := r.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	field := func(name string, v any) error {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(name)
+		b.Write(k)
+		b.WriteByte(':')
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		b.Write(enc)
+		return nil
+	}
+	known := []struct {
+		name string
+		v    any
+	}{
+		{"v", r.V}, {"kind", r.Kind}, {"owner", r.Owner}, {"token", r.Token},
+		{"heartbeat", FormatTime(r.Heartbeat)}, {"ttlMinutes", r.TTLMinutes},
+		{"payload", payload}, {"acquiredAt", FormatTime(r.AcquiredAt)},
+	}
+	for _, f := range known {
+		if err := field(f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := field(k, r.Extra[k]); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// encodeFile renders the record as stored on disk: two-space indented JSON
+// and a final newline, the layout the reference implementation writes.
+func (r *Record) encodeFile() ([]byte, error) {
+	compact, err := r.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, compact, "", "  "); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+// DecodeRecord parses the bytes of <kind>.json. It never fails: anything it
+// cannot trust comes back as a corrupt record for kind.
+func DecodeRecord(kind string, data []byte) *Record {
+	bad := func(reason string) *Record {
+		return &Record{Kind: kind, Corrupt: true, Raw: string(data), Reason: reason}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return bad("empty record")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return bad("not a JSON object")
+	}
+	r := &Record{}
+	var v float64
+	if err := strictField(fields, "v", &v); err != nil {
+		return bad(err.Error())
+	}
+	if v != RecordVersion {
+		return bad(fmt.Sprintf("unsupported record version %v", v))
+	}
+	r.V = RecordVersion
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"kind", &r.Kind}, {"owner", &r.Owner}, {"token", &r.Token}} {
+		if err := strictField(fields, f.name, f.dst); err != nil {
+			return bad(err.Error())
+		}
+	}
+	if r.Token == "" || r.Owner == "" {
+		return bad("empty owner or token")
+	}
+	var hb, acq string
+	if err := strictField(fields, "heartbeat", &hb); err != nil {
+		return bad(err.Error())
+	}
+	t, err := ParseTime(hb)
+	if err != nil {
+		return bad("heartbeat is not an ISO-8601 time")
+	}
+	r.Heartbeat = t
+	if err := strictField(fields, "ttlMinutes", &r.TTLMinutes); err != nil {
+		return bad(err.Error())
+	}
+	if !(r.TTLMinutes > 0) || math.IsInf(r.TTLMinutes, 0) || r.TTLMinutes > MaxTTLMinutes {
+		return bad("ttlMinutes out of range")
+	}
+	if raw, ok := fields["payload"]; ok && string(raw) != "null" {
+		r.Payload = raw
+	}
+	if strictField(fields, "acquiredAt", &acq) == nil {
+		if t, err := ParseTime(acq); err == nil {
+			r.AcquiredAt = t
+		}
+	}
+	if r.AcquiredAt.IsZero() {
+		r.AcquiredAt = r.Heartbeat
+	}
+	for _, k := range knownFields {
+		delete(fields, k)
+	}
+	if len(fields) > 0 {
+		r.Extra = fields
+	}
+	return r
+}
+
+func strictField(fields map[string]json.RawMessage, name string, dst any) error {
+	raw, ok := fields[name]
+	if !ok {
+		return fmt.Errorf("missing field %q", name)
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("field %q has the wrong type", name)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is what a reader can say about a lease.
+type State string
+
+const (
+	// Free means there is no record.
+	Free State = "free"
+	// Held means a record with a fresh heartbeat.
+	Held State = "held"
+	// Unknown means a record past its TTL, or one that cannot be read. It is
+	// neither held nor safely free: reap it or acquire over it, loudly.
+	Unknown State = "unknown"
+	// Invalid marks a .json file in the store whose name is not a lease kind;
+	// it belongs to some other tool and is reported, never touched.
+	Invalid State = "invalid"
+)
+
+// Status is a lock-free reading of one lease.
+type Status struct {
+	Kind   string
+	State  State
+	Record *Record
+	// ExpiresAt is when a held lease expires, or when an unknown one did
+	// (zero for a corrupt record and for free).
+	ExpiresAt time.Time
+	// Remaining is the time left on a held lease; negative when expired.
+	Remaining time.Duration
+}
+
+// Status reads kind's lease without taking its critical section.
+func (s *Store) Status(kind string) (*Status, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	rec, err := s.b.Read(kind)
+	if err != nil {
+		return nil, err
+	}
+	return s.judge(kind, rec), nil
+}
+
+func (s *Store) judge(kind string, rec *Record) *Status {
+	st := &Status{Kind: kind, State: Free, Record: rec}
+	if rec == nil {
+		return st
+	}
+	now := s.opts.clock.Now()
+	st.State = Held
+	if rec.Expired(now) {
+		st.State = Unknown
+	}
+	if !rec.Corrupt {
+		st.ExpiresAt = rec.ExpiresAt()
+		st.Remaining = st.ExpiresAt.Sub(now)
+	}
+	return st
+}
+
+// List reads every lease in the store, sorted by kind. Files whose names
+// are not kinds come back with State Invalid.
+func (s *Store) List() ([]Status, error) {
+	names, err := s.b.Names()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(names))
+	for _, n := range names {
+		if !ValidKind(n) {
+			out = append(out, Status{Kind: n, State: Invalid})
+			continue
+		}
+		rec, err := s.b.Read(n)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			continue // released while listing
+		}
+		out = append(out, *s.judge(n, rec))
+	}
+	return out, nil
+}
+
+// Report is the outcome of [Store.Reconcile].
+type Report struct {
+	// Held are live leases of owners inside the fence.
+	Held []Status
+	// Reaped are the dead records removed, inside the fence or unreadable.
+	Reaped []*Record
+	// Foreign are records outside the owner fence, and files that are not
+	// leases: reported, never touched.
+	Foreign []Status
+}
+
+// Reconcile sweeps the store at session start: it reaps dead leases whose
+// owner is inside the fence (and unreadable records, which have no owner to
+// fence), reports live ones, and reports without touching any record whose
+// owner is outside the fence.
+func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Held: []Status{}, Reaped: []*Record{}, Foreign: []Status{}}
+	for _, st := range all {
+		if st.State == Invalid {
+			rep.Foreign = append(rep.Foreign, st)
+			continue
+		}
+		inFence := st.Record.Corrupt || s.opts.ownerPattern.MatchString(st.Record.Owner)
+		if !inFence {
+			rep.Foreign = append(rep.Foreign, st)
+			continue
+		}
+		if st.State == Held {
+			rep.Held = append(rep.Held, st)
+			continue
+		}
+		prev, err := s.Reap(ctx, st.Kind)
+		switch {
+		case errors.Is(err, ErrNotDead):
+			if now, err := s.Status(st.Kind); err == nil && now.State == Held {
+				rep.Held = append(rep.Held, *now) // re-acquired during the sweep
+			}
+		case err != nil:
+			return rep, err
+		case prev != nil:
+			rep.Reaped = append(rep.Reaped, prev)
+		}
+	}
+	return rep, nil
+}

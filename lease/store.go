@@ -1,0 +1,306 @@
+package lease
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Store is a set of leases with their semantics: expiry, fencing tokens,
+// the owner fence and loud takeover. It is safe for concurrent use by
+// goroutines and by processes sharing the same backend.
+type Store struct {
+	b    Backend
+	dir  string
+	opts options
+}
+
+// Open returns a Store over the directory dir. The directory is created by
+// the first mutation, not by Open.
+func Open(dir string, opts ...Option) (*Store, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lease: store %s: %w", dir, err)
+	}
+	return &Store{b: newFileBackend(abs, o.clock, o.guard), dir: abs, opts: o}, nil
+}
+
+// New returns a Store over any backend.
+func New(b Backend, opts ...Option) (*Store, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{b: b, opts: o}, nil
+}
+
+func applyOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Dir is the store's directory ("" for a backend that is not a directory).
+func (s *Store) Dir() string { return s.dir }
+
+// OwnerPattern is the store's owner fence.
+func (s *Store) OwnerPattern() *regexp.Regexp { return s.opts.ownerPattern }
+
+// Now is the store's clock reading.
+func (s *Store) Now() time.Time { return s.opts.clock.Now() }
+
+func (s *Store) checkOwner(owner string) error {
+	if !s.opts.ownerPattern.MatchString(owner) {
+		return invalidf("owner %q does not match the owner pattern %s", owner, s.opts.ownerPattern)
+	}
+	return nil
+}
+
+// Request describes an acquisition.
+type Request struct {
+	Kind  string
+	Owner string
+	// TTLMinutes is the longest silence, in minutes, before the lease expires.
+	TTLMinutes float64
+	// Payload is any JSON value to store with the lease (nil for null).
+	Payload json.RawMessage
+}
+
+func (s *Store) checkRequest(r Request) error {
+	if err := checkKind(r.Kind); err != nil {
+		return err
+	}
+	if err := s.checkOwner(r.Owner); err != nil {
+		return err
+	}
+	if err := checkTTL(r.TTLMinutes); err != nil {
+		return err
+	}
+	return checkPayload(r.Payload)
+}
+
+// Acquisition is a granted lease.
+type Acquisition struct {
+	Record *Record
+	// TookOverExpired is set when the lease replaced an expired or corrupt
+	// record, which is then in Previous and in the journal.
+	TookOverExpired bool
+	Previous        *Record
+}
+
+// Acquire takes the lease on r.Kind if no live record holds it. A live
+// record, even one of the same owner, refuses with a [*HeldError]. An expired
+// or corrupt record is taken over and journaled.
+func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
+	if err := s.checkRequest(r); err != nil {
+		return nil, err
+	}
+	var out *Acquisition
+	err := s.b.Update(ctx, r.Kind, func(cur *Record) (Op, *Record, error) {
+		now := s.opts.clock.Now()
+		if cur != nil && !cur.Expired(now) {
+			return OpNone, nil, &HeldError{Record: cur, ExpiresAt: cur.ExpiresAt()}
+		}
+		ts := now.UTC().Truncate(time.Millisecond)
+		rec := &Record{
+			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: NewToken(),
+			Heartbeat: ts, TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload), AcquiredAt: ts,
+		}
+		out = &Acquisition{Record: rec}
+		if cur != nil {
+			out.TookOverExpired, out.Previous = true, cur
+		}
+		return OpPut, rec, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.TookOverExpired {
+		if err := s.b.Journal(Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: out.Previous}); err != nil {
+			return out, fmt.Errorf("lease %s acquired but the takeover was not journaled: %w", r.Kind, err)
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat refreshes a live lease held by owner with token and returns the
+// updated record. It fails with ErrNotHeld when there is no record,
+// ErrNotOwner when owner or token differ, and ErrExpired when the lease is
+// past its TTL or unreadable: an expired lease is never revived.
+func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Record, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if err := s.checkOwner(owner); err != nil {
+		return nil, err
+	}
+	var out *Record
+	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+		switch {
+		case cur == nil:
+			return OpNone, nil, fmt.Errorf("lease %s: %w: nothing to heartbeat; acquire it", kind, ErrNotHeld)
+		case cur.Corrupt:
+			return OpNone, nil, fmt.Errorf("lease %s: %w: the record is unreadable (%s)", kind, ErrExpired, cur.Reason)
+		case cur.Owner != owner || cur.Token != token:
+			return OpNone, nil, notOwner(kind, cur)
+		}
+		now := s.opts.clock.Now()
+		if cur.Expired(now) {
+			return OpNone, nil, fmt.Errorf("lease %s: %w at %s; it is forfeit, acquire it again", kind, ErrExpired, FormatTime(cur.ExpiresAt()))
+		}
+		next := *cur
+		next.Heartbeat = now.UTC().Truncate(time.Millisecond)
+		out = &next
+		return OpPut, out, nil
+	})
+	return out, err
+}
+
+func notOwner(kind string, cur *Record) error {
+	return fmt.Errorf("lease %s: %w: held by %q with a different owner or token", kind, ErrNotOwner, cur.Owner)
+}
+
+// Released reports what a release did.
+type Released struct {
+	// Released is false when there was no record to release.
+	Released bool
+	// WasExpired is set when the released record was already past its TTL.
+	WasExpired bool
+	// Previous is the record removed by a forced release.
+	Previous *Record
+}
+
+// Release gives the lease back. It needs the owner and the token minted at
+// acquire, and fails with ErrNotOwner otherwise. Releasing a kind with no
+// record succeeds with Released false.
+func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Released, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if err := s.checkOwner(owner); err != nil {
+		return nil, err
+	}
+	out := &Released{}
+	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+		if cur == nil {
+			return OpNone, nil, nil
+		}
+		if cur.Corrupt || cur.Owner != owner || cur.Token != token {
+			return OpNone, nil, notOwner(kind, cur)
+		}
+		out.Released, out.WasExpired = true, cur.Expired(s.opts.clock.Now())
+		return OpDelete, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ForceRelease removes kind's record whoever holds it, bypassing owner and
+// token, and journals it. It is the operator's escape hatch; automation
+// should [Store.Reap] dead leases instead. by names who forced it ("" if
+// unknown) and must satisfy the owner fence when given.
+func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if by != "" {
+		if err := s.checkOwner(by); err != nil {
+			return nil, err
+		}
+	}
+	out := &Released{}
+	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+		if cur == nil {
+			return OpNone, nil, nil
+		}
+		out.Released, out.WasExpired, out.Previous = true, cur.Expired(s.opts.clock.Now()), cur
+		return OpDelete, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.Released {
+		if err := s.b.Journal(Event{Event: EventForceRelease, Kind: kind, By: by, Previous: out.Previous}); err != nil {
+			return out, fmt.Errorf("lease %s force-released but not journaled: %w", kind, err)
+		}
+	}
+	return out, nil
+}
+
+// Reap removes kind's record only if it is dead (expired or corrupt), and
+// journals it. It returns the removed record, nil when there was none, or
+// ErrNotDead for a live lease.
+func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	var prev *Record
+	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+		if cur == nil {
+			return OpNone, nil, nil
+		}
+		if !cur.Expired(s.opts.clock.Now()) {
+			return OpNone, nil, &notDeadError{kind: kind, rec: cur}
+		}
+		prev = cur
+		return OpDelete, nil, nil
+	})
+	if err != nil || prev == nil {
+		return nil, err
+	}
+	if err := s.b.Journal(Event{Event: EventReap, Kind: kind, Previous: prev}); err != nil {
+		return prev, fmt.Errorf("lease %s reaped but not journaled: %w", kind, err)
+	}
+	return prev, nil
+}
+
+// notDeadError refuses a reap; it matches ErrNotDead and carries the record.
+type notDeadError struct {
+	kind string
+	rec  *Record
+}
+
+func (e *notDeadError) Error() string {
+	return fmt.Sprintf("lease %s is live, held by %q until %s; only a dead lease can be reaped", e.kind, e.rec.Owner, FormatTime(e.rec.ExpiresAt()))
+}
+
+func (e *notDeadError) Is(target error) bool { return target == ErrNotDead }
+
+// LiveRecord returns the live record behind a refusal from Acquire or Reap.
+func LiveRecord(err error) *Record {
+	var held *HeldError
+	if errors.As(err, &held) {
+		return held.Record
+	}
+	var nd *notDeadError
+	if errors.As(err, &nd) {
+		return nd.rec
+	}
+	return nil
+}
+
+func compactJSON(p json.RawMessage) json.RawMessage {
+	if len(p) == 0 || string(p) == "null" {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, p) != nil {
+		return p
+	}
+	return b.Bytes()
+}

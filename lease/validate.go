@@ -1,0 +1,71 @@
+package lease
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"strings"
+)
+
+// KindPattern is the shape of a lease kind. Kinds name files in the store,
+// so the pattern is part of the on-disk format and is not configurable.
+var KindPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// DefaultOwnerPattern accepts any safe token: a letter or digit, then up to
+// 127 letters, digits or . _ : @ -.
+const DefaultOwnerPattern = `^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`
+
+// MaxTTLMinutes bounds a lease's TTL at 366 days: a lock held longer is a bug,
+// and larger values overflow timestamp arithmetic in other implementations.
+const MaxTTLMinutes = 527_040
+
+// maxPayloadBytes bounds the payload so a record stays a small file that is
+// read on every status and list.
+const maxPayloadBytes = 64 << 10
+
+// CompileOwnerPattern compiles an owner fence. An empty pattern is the
+// default. A pattern must be anchored, starting with ^ and ending with an
+// unescaped $, so a fence can never silently become a substring match.
+func CompileOwnerPattern(pattern string) (*regexp.Regexp, error) {
+	if pattern == "" {
+		pattern = DefaultOwnerPattern
+	}
+	if !strings.HasPrefix(pattern, "^") || !strings.HasSuffix(pattern, "$") || strings.HasSuffix(pattern, `\$`) {
+		return nil, invalidf("owner pattern %q must be anchored: start with ^ and end with $", pattern)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, invalidf("owner pattern %q: %v", pattern, err)
+	}
+	return re, nil
+}
+
+// ValidKind reports whether kind is a well-formed lease kind.
+func ValidKind(kind string) bool { return KindPattern.MatchString(kind) }
+
+func checkKind(kind string) error {
+	if !ValidKind(kind) {
+		return invalidf("kind %q must match %s", kind, KindPattern)
+	}
+	return nil
+}
+
+func checkTTL(ttlMinutes float64) error {
+	if math.IsNaN(ttlMinutes) || math.IsInf(ttlMinutes, 0) || ttlMinutes <= 0 || ttlMinutes > MaxTTLMinutes {
+		return invalidf("ttl %v minutes must be a positive number of minutes no greater than %d", ttlMinutes, MaxTTLMinutes)
+	}
+	return nil
+}
+
+func checkPayload(p json.RawMessage) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if len(p) > maxPayloadBytes {
+		return invalidf("payload is %d bytes; the limit is %d", len(p), maxPayloadBytes)
+	}
+	if !json.Valid(p) {
+		return invalidf("payload is not valid JSON")
+	}
+	return nil
+}

@@ -11,4 +11,5 @@ require (
 require (
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
+	golang.org/x/tools v0.38.0 // indirect
 )

@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/tools v0.38.0 // indirect

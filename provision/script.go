@@ -1,0 +1,88 @@
+package provision
+
+import (
+	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// parseScript parses script and, unless slotID is empty, appends slotID as
+// the final argument of the script's last simple command.
+//
+// All errors wrap [ErrSyntax].
+func parseScript(script, slotID string) (*syntax.File, error) {
+	file, err := syntax.NewParser().Parse(strings.NewReader(script), "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	if len(file.Stmts) == 0 {
+		return nil, fmt.Errorf("%w: the command is empty", ErrSyntax)
+	}
+	if slotID == "" {
+		return file, nil
+	}
+	if err := appendArg(file, slotID); err != nil {
+		return nil, err
+	}
+	return file, nil
+}
+
+// appendArg adds arg as the final argument of the last simple command in
+// file. The argument is added to the syntax tree as a single-quoted word, so
+// whatever it contains (quotes, "$(...)", ";", newlines) reaches the command
+// as one literal argument and is never parsed as shell code.
+func appendArg(file *syntax.File, arg string) error {
+	call, err := lastCall(file.Stmts[len(file.Stmts)-1])
+	if err != nil {
+		return err
+	}
+	call.Args = append(call.Args, &syntax.Word{
+		Parts: []syntax.WordPart{&syntax.SglQuoted{Value: arg}},
+	})
+	return nil
+}
+
+// lastCall returns the simple command that runs last in stmt: stmt's own
+// command if it is simple, or for "a && b", "a || b" and "a | b" the
+// right-most command, found recursively.
+func lastCall(stmt *syntax.Stmt) (*syntax.CallExpr, error) {
+	switch cmd := stmt.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(cmd.Args) == 0 {
+			// Only assignments, as in "FOO=bar": an appended word would
+			// become the command name instead of an argument.
+			return nil, fmt.Errorf("%w: the slot id cannot be appended to a command that only assigns variables", ErrSyntax)
+		}
+		return cmd, nil
+	case *syntax.BinaryCmd:
+		return lastCall(cmd.Y)
+	case nil:
+		return nil, fmt.Errorf("%w: the slot id cannot be appended: the command does not end in a simple command", ErrSyntax)
+	default:
+		return nil, fmt.Errorf("%w: the slot id cannot be appended to %s at %s; end the command with a simple command such as \"sh script.sh\"",
+			ErrSyntax, describe(cmd), cmd.Pos())
+	}
+}
+
+// describe names the kind of a compound command for error messages.
+func describe(cmd syntax.Command) string {
+	switch cmd.(type) {
+	case *syntax.IfClause:
+		return "an if clause"
+	case *syntax.WhileClause:
+		return "a while or until loop"
+	case *syntax.ForClause:
+		return "a for loop"
+	case *syntax.CaseClause:
+		return "a case clause"
+	case *syntax.Block:
+		return "a { ... } block"
+	case *syntax.Subshell:
+		return "a ( ... ) subshell"
+	case *syntax.FuncDecl:
+		return "a function declaration"
+	default:
+		return fmt.Sprintf("a %T", cmd)
+	}
+}

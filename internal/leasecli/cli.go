@@ -4,29 +4,15 @@ package leasecli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 )
-
-// errUsage marks command-line mistakes; match it with errors.Is.
-var errUsage = errors.New("usage error")
-
-// usageError is a command-line mistake with its own message.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string        { return e.msg }
-func (e *usageError) Is(target error) bool { return target == errUsage }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Sprintf(format, args...)}
-}
 
 type globals struct {
 	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory. Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
@@ -63,37 +49,19 @@ type env struct {
 
 func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.pretty) }
 
-// exitRequest carries kong's request to exit (after --help) out of Parse.
-type exitRequest struct{ code int }
-
 // Main runs the lease command with args (without the program name) and
 // returns the process exit status. ctx cancels a wait.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (status int) {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cli
 	pretty := false
-	parser, err := kong.New(&c,
-		kong.Name("lease"),
-		kong.Description(description),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitRequest{code}) }),
+	kctx, exited, status, err := cliparse.Parse(&c, "lease", description,
 		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern.String()},
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-	)
-	if err != nil {
-		return fail(stdout, stderr, false, fmt.Errorf("building the parser: %w", err))
+		args, stdout, stderr)
+	if exited {
+		return status
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			ex, ok := r.(exitRequest)
-			if !ok {
-				panic(r)
-			}
-			status = ex.code
-		}
-	}()
-	kctx, err := parser.Parse(args)
 	if err != nil {
-		return fail(stdout, stderr, pretty, usagef("%v", err))
+		return fail(stdout, stderr, pretty, err)
 	}
 	pretty = c.Pretty
 	cwd, err := os.Getwd()

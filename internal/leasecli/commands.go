@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -29,12 +30,12 @@ type acquireOut struct {
 
 func (c *acquireCmd) Run(e *env) error {
 	if c.WaitMs < 0 {
-		return usagef("--wait-ms must be zero or more")
+		return cliparse.Usagef("--wait-ms must be zero or more")
 	}
 	req := lease.Request{Kind: c.Kind, Owner: c.Owner, TTLMinutes: c.TTL}
 	if c.Payload != "" {
 		if !json.Valid([]byte(c.Payload)) {
-			return usagef("--payload must be valid JSON")
+			return cliparse.Usagef("--payload must be valid JSON")
 		}
 		req.Payload = json.RawMessage(c.Payload)
 	}
@@ -118,7 +119,7 @@ func (c *releaseCmd) Run(e *env) error {
 		rel, err = e.store.ForceRelease(e.ctx, c.Kind, c.Owner)
 	} else {
 		if c.Owner == "" || c.Token == "" {
-			return usagef("release needs --owner and --token (or --force)")
+			return cliparse.Usagef("release needs --owner and --token (or --force)")
 		}
 		rel, err = e.store.Release(e.ctx, c.Kind, c.Owner, c.Token)
 	}

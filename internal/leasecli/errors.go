@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -16,7 +17,7 @@ import (
 // only place the lease CLI decides either.
 func classify(err error) (code string, exit int) {
 	switch {
-	case errors.Is(err, errUsage), errors.Is(err, lease.ErrInvalid):
+	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
 		return "usage", jsonout.ExitUsage
 	case errors.Is(err, lease.ErrTimeout):
 		return "timeout", jsonout.ExitRefused

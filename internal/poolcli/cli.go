@@ -1,0 +1,122 @@
+// Package poolcli is the pool command: it parses the command line, calls
+// package pool and prints one JSON object on stdout for every outcome.
+package poolcli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+)
+
+type globals struct {
+	Pool         string `placeholder:"FILE" env:"LEASE_POOL_FILE" help:"The pool file (JSON): slots and their commands."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory. Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
+	Pretty       bool   `help:"Indent the JSON output."`
+	ProvisionCmd string `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command (run on every grant)."`
+	ResetCmd     string `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
+	HealthCmd    string `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
+	NudgeCmd     string `name:"nudge-cmd" placeholder:"CMD" env:"POOL_NUDGE_CMD" help:"Override the pool file's nudge command (gets each async grant as JSON on stdin)."`
+}
+
+// waitFlags are shared by the verbs that take a slot.
+type waitFlags struct {
+	TTL    float64 `name:"ttl" placeholder:"MINUTES" env:"POOL_TTL_MINUTES" help:"Slot lease TTL in minutes (default: the pool file's ttlMinutes, else 30)."`
+	PollMs int64   `name:"poll-ms" placeholder:"MS" env:"POOL_POLL_MS" help:"How often a waiter re-checks when no file event wakes it (default 5000)."`
+}
+
+type cli struct {
+	globals
+
+	Acquire     acquireCmd     `cmd:"" help:"Wait for a slot, provision it and print the grant (or export lines with --shell)."`
+	Request     requestCmd     `cmd:"" help:"Queue an async request and return at once; a detached waiter grants it and sends a nudge."`
+	Claim       claimCmd       `cmd:"" help:"Fetch an async request's grant, or its queue position."`
+	Heartbeat   heartbeatCmd   `cmd:"" help:"Refresh a slot lease you hold."`
+	Reset       resetCmd       `cmd:"" help:"Re-run reset and health on a slot you hold."`
+	Release     releaseCmd     `cmd:"" help:"Give a slot back (owner and token), or remove its lease with --force (journaled)."`
+	Reprovision reprovisionCmd `cmd:"" help:"Run reset and health on a slot nobody holds (a held slot is refused)."`
+	Health      healthCmd      `cmd:"" help:"Run a slot's health command; needs no lease."`
+	Status      statusCmd      `cmd:"" help:"Slots with their holders, the queue with positions and ETAs, the moving average."`
+	Pump        pumpCmd        `cmd:"" help:"One maintenance pass: reap dead slot leases and drop silent waiters."`
+	Waiter      waiterCmd      `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
+}
+
+const description = `A pool of interchangeable slots (ports, a database, a cache index) shared by
+the processes of one host, each slot a durable lease. Waiters queue in FIFO
+order and every grant runs the pool's provision and health commands first.
+Every outcome prints one JSON object on stdout (or export lines with --shell).
+
+Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
+health failed, lease lost), 2 usage or invalid pool file (nothing changed),
+3 internal error.`
+
+// env is what every command's Run receives.
+type env struct {
+	ctx    context.Context
+	g      *globals
+	stdout io.Writer
+	stderr io.Writer
+	cwd    string
+}
+
+// open loads the pool file and opens the pool with the command's TTL and
+// poll settings.
+func (e *env) open(w waitFlags) (*pool.Pool, error) {
+	if e.g.Pool == "" {
+		return nil, cliparse.Usagef("no pool file: pass --pool FILE or set LEASE_POOL_FILE")
+	}
+	if w.TTL < 0 || w.TTL > lease.MaxTTLMinutes || math.IsNaN(w.TTL) {
+		return nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+	}
+	if w.PollMs < 0 {
+		return nil, cliparse.Usagef("--poll-ms must be zero or more")
+	}
+	cfg, err := pool.LoadFile(e.g.Pool)
+	if err != nil {
+		return nil, err
+	}
+	store, err := lease.Open(lease.ResolveStore(e.g.Store, "", e.cwd), lease.WithOwnerPattern(e.g.OwnerPattern))
+	if err != nil {
+		return nil, err
+	}
+	return pool.Open(store, cfg, pool.Options{
+		TTLMinutes: w.TTL, Poll: time.Duration(w.PollMs) * time.Millisecond,
+		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,
+		Log: e.stderr,
+	})
+}
+
+func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.g.Pretty) }
+
+// Main runs the pool command with args (without the program name) and
+// returns the exit status. ctx cancels waits and running commands.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c cli
+	kctx, exited, status, err := cliparse.Parse(&c, "pool", description, kong.Vars{}, args, stdout, stderr)
+	if exited {
+		return status
+	}
+	if err != nil {
+		return fail(stdout, stderr, false, false, err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
+	}
+	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd}
+	if err := kctx.Run(e); err != nil {
+		shell := (kctx.Command() == "acquire" && c.Acquire.Shell) || (kctx.Command() == "claim" && c.Claim.Shell)
+		return fail(stdout, stderr, c.Pretty, shell, err)
+	}
+	return jsonout.ExitOK
+}

@@ -1,0 +1,380 @@
+package poolcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+)
+
+type acquireCmd struct {
+	Owner   string `required:"" placeholder:"OWNER" help:"Who takes the slot (must match the owner pattern)."`
+	Session string `placeholder:"NAME" help:"Requester name shown in status (default: the owner)."`
+	waitFlags
+	WaitMs int64 `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds in the queue (exit 1, code timeout). Default: wait as long as it takes."`
+	NoWait bool  `name:"no-wait" help:"Take a slot now or refuse at once (exit 1, code saturated, with position and etaMs)."`
+	Shell  bool  `help:"Print export lines for eval (the grant env plus <shellPrefix>_SLOT, _TOKEN, _OWNER) instead of JSON."`
+}
+
+func (c *acquireCmd) Run(e *env) error {
+	if c.WaitMs < 0 {
+		return cliparse.Usagef("--wait-ms must be zero or more")
+	}
+	if c.NoWait && c.WaitMs > 0 {
+		return cliparse.Usagef("--no-wait and --wait-ms exclude each other")
+	}
+	p, err := e.open(c.waitFlags)
+	if err != nil {
+		return err
+	}
+	ctx := e.ctx
+	if c.WaitMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.WaitMs)*time.Millisecond)
+		defer cancel()
+	}
+	progress := newProgress(e.stderr)
+	g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, OnWait: progress.show})
+	progress.done()
+	if err != nil {
+		return err
+	}
+	return e.printGrant(p, g, c.Shell)
+}
+
+func (e *env) printGrant(p *pool.Pool, g *pool.Grant, shell bool) error {
+	if shell {
+		text, err := pool.ShellExports(g.Env, p.Config().ShellPrefix, fmt.Sprint(g.Slot), g.Token, g.Owner)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(e.stdout, text)
+		return err
+	}
+	return e.emit(g)
+}
+
+type requestCmd struct {
+	Owner   string `required:"" placeholder:"OWNER" help:"Who will hold the slot."`
+	Session string `placeholder:"NAME" help:"The session to nudge when the grant is ready (default: the owner)."`
+	waitFlags
+}
+
+type requestOut struct {
+	OK         bool   `json:"ok"`
+	Queued     bool   `json:"queued"`
+	RequestID  string `json:"requestId"`
+	ReqIDSnake string `json:"request_id"`
+	Owner      string `json:"owner"`
+	Session    string `json:"session"`
+	Position   int    `json:"position"`
+	EtaMs      int64  `json:"etaMs"`
+	Eta        string `json:"eta"`
+	WaiterPID  int    `json:"waiterPid"`
+}
+
+func (c *requestCmd) Run(e *env) error {
+	p, err := e.open(c.waitFlags)
+	if err != nil {
+		return err
+	}
+	q, err := p.Request(e.ctx, c.Owner, c.Session)
+	if err != nil {
+		return err
+	}
+	pid, err := e.startWaiter(p, q.RequestID, c.Owner, c.waitFlags)
+	if err != nil {
+		return &withRequest{err: fmt.Errorf("request %s queued but its waiter did not start: %w", q.RequestID, err), id: q.RequestID}
+	}
+	return e.emit(requestOut{OK: true, Queued: true, RequestID: q.RequestID, ReqIDSnake: q.RequestID,
+		Owner: q.Owner, Session: q.Session, Position: q.Position.Position, EtaMs: q.EtaMs,
+		Eta: pool.FormatEta(q.EtaMs), WaiterPID: pid})
+}
+
+// startWaiter starts this program's hidden waiter verb as a detached
+// process (its own session, no terminal, no inherited output) that grants
+// the request when its turn comes.
+func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags) (int, error) {
+	self, err := exec.LookPath(os.Args[0])
+	if err != nil {
+		if self, err = os.Executable(); err != nil {
+			return 0, err
+		}
+	}
+	if self, err = filepath.Abs(self); err != nil {
+		return 0, err
+	}
+	args := []string{filepath.Base(os.Args[0]), "waiter", "--request", id, "--owner", owner,
+		"--pool", p.Config().File, "--store", p.Store().Dir(),
+		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64)}
+	if w.PollMs > 0 {
+		args = append(args, "--poll-ms", strconv.FormatInt(w.PollMs, 10))
+	}
+	for _, f := range []struct{ name, value string }{
+		{"--owner-pattern", e.g.OwnerPattern}, {"--provision-cmd", e.g.ProvisionCmd},
+		{"--reset-cmd", e.g.ResetCmd}, {"--health-cmd", e.g.HealthCmd}, {"--nudge-cmd", e.g.NudgeCmd},
+	} {
+		if f.value != "" {
+			args = append(args, f.name, f.value)
+		}
+	}
+	cmd := &exec.Cmd{Path: self, Args: args, Dir: e.cwd, Env: os.Environ(),
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
+type waiterCmd struct {
+	Request string `required:"" placeholder:"ID"`
+	Owner   string `required:"" placeholder:"OWNER"`
+	waitFlags
+	TimeoutMs int64 `name:"timeout-ms" env:"POOL_WAITER_TIMEOUT_MS" default:"3600000" placeholder:"MS" help:"Give up on the request after this long."`
+}
+
+type waiterOut struct {
+	OK         bool   `json:"ok"`
+	Code       string `json:"code"`
+	RequestID  string `json:"requestId"`
+	ReqIDSnake string `json:"request_id"`
+	Slot       any    `json:"slot"`
+	SlotID     any    `json:"slot_id"`
+}
+
+func (c *waiterCmd) Run(e *env) error {
+	if c.TimeoutMs <= 0 {
+		return cliparse.Usagef("POOL_WAITER_TIMEOUT_MS must be positive")
+	}
+	p, err := e.open(c.waitFlags)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, time.Duration(c.TimeoutMs)*time.Millisecond)
+	defer cancel()
+	g, err := p.Wait(ctx, c.Request, c.Owner)
+	if err != nil {
+		return &withRequest{err: err, id: c.Request}
+	}
+	return e.emit(waiterOut{OK: true, Code: "granted", RequestID: c.Request, ReqIDSnake: c.Request, Slot: g.Slot, SlotID: g.Slot})
+}
+
+type claimCmd struct {
+	Request string `required:"" placeholder:"ID" help:"The requestId printed by request."`
+	Owner   string `required:"" placeholder:"OWNER" help:"The owner that requested it."`
+	Shell   bool   `help:"Print export lines for eval instead of JSON, once granted."`
+}
+
+type queuedOut struct {
+	OK         bool   `json:"ok"`
+	Queued     bool   `json:"queued"`
+	State      string `json:"state"`
+	RequestID  string `json:"requestId"`
+	ReqIDSnake string `json:"request_id"`
+	Position   int    `json:"position"`
+	EtaMs      int64  `json:"etaMs"`
+	Eta        string `json:"eta"`
+}
+
+func (c *claimCmd) Run(e *env) error {
+	p, err := e.open(waitFlags{})
+	if err != nil {
+		return err
+	}
+	cl, err := p.Claim(e.ctx, c.Request, c.Owner)
+	if err != nil {
+		return &withRequest{err: err, id: c.Request}
+	}
+	if cl.Queued != nil {
+		if c.Shell {
+			return &withRequest{err: fmt.Errorf("%w: request %s is still queued at position %d, eta %s",
+				pool.ErrSaturated, c.Request, cl.Queued.Position.Position, pool.FormatEta(cl.Queued.EtaMs)), id: c.Request}
+		}
+		q := cl.Queued
+		return e.emit(queuedOut{OK: true, Queued: true, State: "queued", RequestID: q.RequestID, ReqIDSnake: q.RequestID,
+			Position: q.Position.Position, EtaMs: q.EtaMs, Eta: pool.FormatEta(q.EtaMs)})
+	}
+	if c.Shell {
+		var g struct {
+			Env   map[string]string `json:"env"`
+			Token string            `json:"token"`
+			Owner string            `json:"owner"`
+		}
+		raw, _ := json.Marshal(cl.Grant)
+		if err := json.Unmarshal(raw, &g); err != nil {
+			return fmt.Errorf("grant file of %s: %w", c.Request, err)
+		}
+		var slot any
+		_ = json.Unmarshal(firstOf(cl.Grant, "slot", "slot_id"), &slot)
+		text, err := pool.ShellExports(g.Env, p.Config().ShellPrefix, fmt.Sprint(slot), g.Token, g.Owner)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(e.stdout, text)
+		return err
+	}
+	return e.emit(cl.Grant)
+}
+
+func firstOf(m map[string]json.RawMessage, keys ...string) json.RawMessage {
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			return v
+		}
+	}
+	return json.RawMessage("null")
+}
+
+// slotOut names the slot an operation acted on.
+type slotOut struct {
+	OK     bool   `json:"ok"`
+	Code   string `json:"code"`
+	Slot   any    `json:"slot"`
+	SlotID any    `json:"slot_id"`
+	Kind   string `json:"kind"`
+}
+
+func slotResult(code string, s *pool.Slot) slotOut {
+	return slotOut{OK: true, Code: code, Slot: s.RawID, SlotID: s.RawID, Kind: s.Kind}
+}
+
+type slotFlags struct {
+	Slot string `required:"" placeholder:"ID" help:"The slot id."`
+}
+
+type heartbeatCmd struct {
+	slotFlags
+	Owner string `required:"" placeholder:"OWNER" help:"The owner of the grant."`
+	Token string `required:"" placeholder:"TOKEN" help:"The grant's token."`
+}
+
+type heartbeatOut struct {
+	slotOut
+	Record      *lease.Record `json:"record"`
+	ExpiresAt   string        `json:"expiresAt"`
+	ExpiresInMs int64         `json:"expiresInMs"`
+}
+
+func (c *heartbeatCmd) Run(e *env) error {
+	p, err := e.open(waitFlags{})
+	if err != nil {
+		return err
+	}
+	s, rec, err := p.Heartbeat(e.ctx, c.Slot, c.Owner, c.Token)
+	if err != nil {
+		return err
+	}
+	return e.emit(heartbeatOut{slotOut: slotResult("refreshed", s), Record: rec,
+		ExpiresAt: lease.FormatTime(rec.ExpiresAt()), ExpiresInMs: rec.ExpiresAt().Sub(p.Store().Now()).Milliseconds()})
+}
+
+type resetCmd struct {
+	slotFlags
+	Owner string `required:"" placeholder:"OWNER" help:"The owner of the grant."`
+	Token string `required:"" placeholder:"TOKEN" help:"The grant's token."`
+}
+
+func (c *resetCmd) Run(e *env) error {
+	p, err := e.open(waitFlags{})
+	if err != nil {
+		return err
+	}
+	s, err := p.Reset(e.ctx, c.Slot, c.Owner, c.Token)
+	if err != nil {
+		return err
+	}
+	return e.emit(slotResult("reset", s))
+}
+
+type releaseCmd struct {
+	slotFlags
+	Owner string `placeholder:"OWNER" help:"The owner of the grant (with --force: who is forcing)."`
+	Token string `placeholder:"TOKEN" help:"The grant's token."`
+	Force bool   `help:"Operator escape hatch: remove the slot's lease whoever holds it. Journaled; needs --owner or the pool file's bookkeeper."`
+}
+
+type releaseOut struct {
+	slotOut
+	Released   bool `json:"released"`
+	WasExpired bool `json:"wasExpired"`
+	Forced     bool `json:"forced,omitempty"`
+}
+
+func (c *releaseCmd) Run(e *env) error {
+	if !c.Force && (c.Owner == "" || c.Token == "") {
+		return cliparse.Usagef("release needs --owner and --token (or --force)")
+	}
+	p, err := e.open(waitFlags{})
+	if err != nil {
+		return err
+	}
+	rel, err := p.Release(e.ctx, c.Slot, c.Owner, c.Token, c.Force)
+	if err != nil {
+		return err
+	}
+	code := "released"
+	if !rel.Released {
+		code = "not_held"
+	}
+	return e.emit(releaseOut{slotOut: slotResult(code, rel.Slot), Released: rel.Released, WasExpired: rel.WasExpired, Forced: c.Force})
+}
+
+type reprovisionCmd struct {
+	slotFlags
+	Owner string `required:"" placeholder:"OWNER" help:"Who holds the slot while it is reprovisioned."`
+	waitFlags
+}
+
+func (c *reprovisionCmd) Run(e *env) error {
+	p, err := e.open(c.waitFlags)
+	if err != nil {
+		return err
+	}
+	s, err := p.Reprovision(e.ctx, c.Slot, c.Owner)
+	if err != nil {
+		return err
+	}
+	return e.emit(slotResult("reprovisioned", s))
+}
+
+type healthCmd struct {
+	slotFlags
+}
+
+type healthOut struct {
+	slotOut
+	Checked bool   `json:"checked"`
+	Note    string `json:"note,omitempty"`
+}
+
+func (c *healthCmd) Run(e *env) error {
+	p, err := e.open(waitFlags{})
+	if err != nil {
+		return err
+	}
+	s, checked, err := p.Health(e.ctx, c.Slot)
+	var se *pool.SlotError
+	if errors.As(err, &se) {
+		se.State = "unhealthy"
+	}
+	if err != nil {
+		return err
+	}
+	out := healthOut{slotOut: slotResult("healthy", s), Checked: checked}
+	if !checked {
+		out.Note = "the pool has no health command"
+	}
+	return e.emit(out)
+}

@@ -1,0 +1,133 @@
+package poolcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+)
+
+// classify maps an error to its stable code word and exit status: the only
+// place the pool CLI decides either.
+func classify(err error) (code string, exit int) {
+	var se *pool.SlotError
+	var ce *pool.ClaimError
+	switch {
+	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, pool.ErrConfig),
+		errors.Is(err, pool.ErrInvalid), errors.Is(err, lease.ErrInvalid):
+		return "usage", jsonout.ExitUsage
+	case errors.As(err, &ce):
+		return ce.State, jsonout.ExitRefused
+	case errors.As(err, &se):
+		return se.State, jsonout.ExitRefused
+	case errors.Is(err, pool.ErrSaturated):
+		return "saturated", jsonout.ExitRefused
+	case errors.Is(err, pool.ErrTimeout):
+		return "timeout", jsonout.ExitRefused
+	case errors.Is(err, pool.ErrQueueEntryLost):
+		return "queue_entry_lost", jsonout.ExitRefused
+	case errors.Is(err, pool.ErrUnknownRequest):
+		return "unknown_request", jsonout.ExitRefused
+	case errors.Is(err, pool.ErrLeaseLost):
+		return "lease_lost", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrHeld):
+		return "held", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrNotHeld):
+		return "not_held", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrExpired):
+		return "expired", jsonout.ExitRefused
+	case errors.Is(err, lease.ErrNotOwner):
+		return "not_owner", jsonout.ExitRefused
+	case errors.Is(err, context.Canceled):
+		return "interrupted", jsonout.ExitRefused
+	case errors.Is(err, pool.ErrQueueBusy):
+		return "queue_busy", jsonout.ExitInternal
+	case errors.Is(err, lease.ErrGuardBusy):
+		return "guard_busy", jsonout.ExitInternal
+	}
+	return "internal", jsonout.ExitInternal
+}
+
+// failureOut is every ok:false object; the optional fields say where a
+// refused waiter stood, which slot failed, or who holds a slot.
+type failureOut struct {
+	jsonout.Failure
+	State      string `json:"state,omitempty"`
+	RequestID  string `json:"requestId,omitempty"`
+	ReqIDSnake string `json:"request_id,omitempty"`
+	Position   int    `json:"position,omitempty"`
+	EtaMs      *int64 `json:"etaMs,omitempty"`
+	Eta        string `json:"eta,omitempty"`
+	WaitedMs   *int64 `json:"waitedMs,omitempty"`
+	Slot       any    `json:"slot,omitempty"`
+	SlotID     any    `json:"slot_id,omitempty"`
+	Holder     string `json:"holder,omitempty"`
+	ExpiresAt  string `json:"expiresAt,omitempty"`
+}
+
+// withRequest is an error that knows the request it concerns.
+type withRequest struct {
+	err error
+	id  string
+}
+
+func (w *withRequest) Error() string { return w.err.Error() }
+func (w *withRequest) Unwrap() error { return w.err }
+
+// fail prints err as one JSON object (or, in --shell mode, as a comment and
+// `false`, so an eval of the output fails without running any text) and
+// returns the exit status.
+func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
+	code, exit := classify(err)
+	out := failureOut{Failure: jsonout.Failure{Code: code, Error: err.Error()}}
+	var qe *pool.QueueError
+	if errors.As(err, &qe) {
+		out.Position = qe.Position
+		eta := qe.EtaMs
+		out.EtaMs, out.Eta = &eta, pool.FormatEta(eta)
+		if qe.RequestID != "" {
+			out.RequestID, out.ReqIDSnake = qe.RequestID, qe.RequestID
+		}
+		if qe.WaitedMs > 0 {
+			w := qe.WaitedMs
+			out.WaitedMs = &w
+		}
+	}
+	var se *pool.SlotError
+	if errors.As(err, &se) {
+		out.State, out.Slot, out.SlotID = se.State, se.Slot.RawID, se.Slot.RawID
+	}
+	var ce *pool.ClaimError
+	if errors.As(err, &ce) {
+		out.State = ce.State
+		if len(ce.Slot) > 0 {
+			out.Slot, out.SlotID = ce.Slot, ce.Slot
+		}
+	}
+	var wr *withRequest
+	if errors.As(err, &wr) {
+		out.RequestID, out.ReqIDSnake = wr.id, wr.id
+	}
+	if rec := lease.LiveRecord(err); rec != nil {
+		out.Holder, out.ExpiresAt = rec.Owner, lease.FormatTime(rec.ExpiresAt())
+	}
+	if shell {
+		var b strings.Builder
+		_ = jsonout.Write(&b, out, false)
+		fmt.Fprintf(stdout, "# %s\nfalse\n", strings.TrimSpace(b.String()))
+	} else {
+		_ = jsonout.Write(stdout, out, pretty)
+	}
+	msg := "pool: " + strings.TrimPrefix(err.Error(), "pool: ")
+	if exit == jsonout.ExitUsage {
+		msg += "\nRun 'pool --help' for usage."
+	}
+	fmt.Fprintln(stderr, msg)
+	return exit
+}

@@ -1,0 +1,168 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AcquireRequest asks for a slot.
+type AcquireRequest struct {
+	Owner string
+	// Session names the requester for nudges and status; default Owner.
+	Session string
+	// NoWait refuses with ErrSaturated instead of queueing.
+	NoWait bool
+	// OnWait is called with the waiter's position when it first queues and
+	// whenever the position or ETA changes.
+	OnWait func(Position)
+}
+
+func (r *AcquireRequest) check(p *Pool) error {
+	if err := p.checkOwner(r.Owner); err != nil {
+		return err
+	}
+	if r.Session == "" {
+		r.Session = r.Owner
+	}
+	return nil
+}
+
+func (p *Pool) checkOwner(owner string) error {
+	if !p.store.OwnerPattern().MatchString(owner) {
+		return fmt.Errorf("%w: owner %q does not match the owner pattern %s", ErrInvalid, owner, p.store.OwnerPattern())
+	}
+	return nil
+}
+
+// Acquire queues for a slot and waits until this caller may grant itself
+// one, then provisions it and returns the grant. Waiting ends with ctx: a
+// deadline gives a [*QueueError] matching ErrTimeout, a cancellation ctx's
+// error; either way the caller leaves the queue. With NoWait it grants at
+// once or fails with a [*QueueError] matching ErrSaturated.
+func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
+	if err := r.check(p); err != nil {
+		return nil, err
+	}
+	wake, stopWatch := p.watch(ctx)
+	defer stopWatch()
+	entry, pos, err := p.enqueue(ctx, r.Owner, r.Session, ModeBlocking)
+	if err != nil {
+		return nil, err
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			_ = p.dequeue(context.WithoutCancel(ctx), entry.ID, r.Owner)
+		}
+	}()
+	g, err := p.await(ctx, entry, r.Owner, wake, r.NoWait, r.OnWait)
+	granted = g != nil
+	if err != nil && r.NoWait && errors.Is(err, ErrSaturated) {
+		live, _ := p.live(p.readQueue())
+		pos = p.position(entry.ID, len(live)-1) // the place it would take, counting itself
+		return nil, &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
+	}
+	return g, err
+}
+
+// await loops self-grant attempts for a queued entry until it is granted,
+// the entry is lost, or ctx ends. The entry is heartbeated every poll.
+func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan struct{}, noWait bool, onWait func(Position)) (*Grant, error) {
+	start := time.Now()
+	var last Position
+	nextBeat := time.Time{}
+	timer := time.NewTimer(p.poll)
+	defer timer.Stop()
+	for {
+		g, err := p.tryGrant(ctx, e.ID, owner)
+		if err != nil || g != nil {
+			return g, err
+		}
+		if noWait {
+			return nil, ErrSaturated
+		}
+		if now := time.Now(); !now.Before(nextBeat) {
+			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
+			if err != nil {
+				return nil, err
+			}
+			nextBeat = now.Add(p.poll)
+			if onWait != nil && (pos.Position != last.Position || pos.EtaMs != last.EtaMs) {
+				onWait(pos)
+			}
+			last = pos
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(time.Until(nextBeat))
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, &QueueError{Err: ErrTimeout, RequestID: e.ID, Position: last.Position,
+					EtaMs: last.EtaMs, WaitedMs: time.Since(start).Milliseconds()}
+			}
+			return nil, ctx.Err()
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// Queued is an async request waiting in the queue.
+type Queued struct {
+	RequestID string
+	Owner     string
+	Session   string
+	Position
+}
+
+// Request queues an async request and returns at once; the caller starts a
+// detached waiter that runs [Pool.Wait] for it.
+func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, error) {
+	r := AcquireRequest{Owner: owner, Session: session}
+	if err := r.check(p); err != nil {
+		return nil, err
+	}
+	e, pos, err := p.enqueue(ctx, r.Owner, r.Session, ModeAsync)
+	if err != nil {
+		return nil, err
+	}
+	p.logEvent("request_queued", map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
+	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos}, nil
+}
+
+// Wait is the detached waiter of an async request: it grants the request
+// its slot when its turn comes (which writes the grant file and sends the
+// nudge). When ctx ends first the request leaves the queue.
+func (p *Pool) Wait(ctx context.Context, requestID, owner string) (*Grant, error) {
+	if err := CheckRequestID(requestID); err != nil {
+		return nil, err
+	}
+	if err := p.checkOwner(owner); err != nil {
+		return nil, err
+	}
+	wake, stopWatch := p.watch(ctx)
+	defer stopWatch()
+	var entry *Entry
+	for _, e := range p.readQueue() {
+		if e.ID == requestID {
+			entry = &e
+			break
+		}
+	}
+	if entry == nil {
+		return nil, fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, requestID)
+	}
+	g, err := p.await(ctx, *entry, owner, wake, false, nil)
+	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
+		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
+		p.logEvent("request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})
+	}
+	return g, err
+}

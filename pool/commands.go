@@ -1,0 +1,137 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// nudgeTimeout bounds the nudge command: a nudge is latency, not truth, and
+// must not hold up the grant path.
+const nudgeTimeout = 15 * time.Second
+
+func (s *Slot) provisionSlot() provision.Slot {
+	return provision.Slot{ID: s.ID, Kind: s.Kind, Attributes: s.Attributes}
+}
+
+// slotEnvNoAction is the POOL_SLOT_* environment of a slot, the default
+// grant env.
+func slotEnvNoAction(s *Slot) []string {
+	all := provision.SlotEnv(s.provisionSlot(), "")
+	out := all[:0:0]
+	for _, kv := range all {
+		if !strings.HasPrefix(kv, "POOL_ACTION=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// run runs a configured command; an empty script succeeds.
+func (p *Pool) run(ctx context.Context, action provision.Action, s *Slot, script string) error {
+	if script == "" {
+		return nil
+	}
+	return p.runner(ctx, action, s, script)
+}
+
+// runShell is the default Runner: the script runs in-process in the pool's
+// working directory, with the slot id as its last argument and its output
+// on the pool's log (the CLI's stderr).
+func (p *Pool) runShell(ctx context.Context, action provision.Action, s *Slot, script string) error {
+	env := append(append([]string{}, p.env...), provision.SlotEnv(s.provisionSlot(), action)...)
+	return provision.Run(ctx, provision.Command{
+		Script: script, Dir: p.cfg.Dir, Env: env, SlotID: s.ID, Stdout: p.log, Stderr: p.log,
+	})
+}
+
+// whileHolding runs fn while a background loop heartbeats the slot's lease
+// every quarter TTL. If a heartbeat finds the lease lost, fn's context is
+// cancelled and the result is ErrLeaseLost whatever fn returned.
+func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		lost error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(rec.TTL() / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token)
+			if errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrNotHeld) {
+				lost = fmt.Errorf("%w: slot %s: %v", ErrLeaseLost, s.ID, err)
+				cancel()
+				return
+			}
+		}
+	}()
+	err := fn(ctx)
+	cancel()
+	wg.Wait()
+	if lost != nil {
+		return lost
+	}
+	return err
+}
+
+// Nudge tells an async requester that its grant is ready.
+type Nudge struct {
+	Event     string `json:"event"`
+	Session   string `json:"session"`
+	RequestID string `json:"request_id"`
+	Grant     *Grant `json:"grant"`
+}
+
+// MarshalJSON adds requestId beside request_id.
+func (n Nudge) MarshalJSON() ([]byte, error) {
+	type plain Nudge
+	b, err := json.Marshal(plain(n))
+	if err != nil {
+		return nil, err
+	}
+	id, _ := json.Marshal(n.RequestID)
+	return append(append([]byte(`{"requestId":`), id...), append([]byte{','}, b[1:]...)...), nil
+}
+
+// deliverNudge is the default notifier: a line in nudges.jsonl, and the
+// same line on the nudge command's stdin. It never fails the grant.
+func (p *Pool) deliverNudge(ctx context.Context, n Nudge) {
+	line, err := json.Marshal(n)
+	if err != nil {
+		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
+		return
+	}
+	if err := appendLine(filepath.Join(p.dir, NudgesFile), json.RawMessage(line)); err != nil {
+		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
+	}
+	if p.cmds.nudge == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nudgeTimeout)
+	defer cancel()
+	err = provision.Run(ctx, provision.Command{
+		Script: p.cmds.nudge, Dir: p.cfg.Dir, Env: p.env, Stdin: bytes.NewReader(append(line, '\n')),
+		Stdout: p.log, Stderr: p.log,
+	})
+	if err != nil {
+		fmt.Fprintf(p.log, "pool: nudge command: %v\n", err)
+	}
+}

@@ -1,0 +1,445 @@
+package pool
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// Defaults of the pool file's optional fields.
+const (
+	// DefaultTTLMinutes is a slot lease's TTL: long enough for a heartbeat
+	// loop that beats every few minutes to survive a slow machine.
+	DefaultTTLMinutes = 30
+	// DefaultWaiterStale drops a queue entry whose waiter has not polled for
+	// this long; waiters poll at least every third of it.
+	DefaultWaiterStale = 90 * time.Second
+	// DefaultMovingAvgSeed is the assumed hold time before any history
+	// exists, used for ETAs.
+	DefaultMovingAvgSeed = 8 * time.Minute
+	DefaultName          = "pool"
+	DefaultKindPrefix    = "slot-"
+	DefaultNudgeEvent    = "lease-granted"
+	DefaultShellPrefix   = "POOL_LEASE"
+)
+
+// Config is a validated pool file.
+type Config struct {
+	// File is the pool file's absolute path ("" when built in code).
+	File          string
+	Name          string
+	KindPrefix    string
+	QueueLockKind string
+	NudgeEvent    string
+	ShellPrefix   string
+	Bookkeeper    string
+	TTLMinutes    float64
+	WaiterStale   time.Duration
+	MovingAvgSeed time.Duration
+	// Dir is the working directory of commands: the pool file's cwd
+	// resolved against the file's directory.
+	Dir          string
+	Provision    string
+	Reset        string
+	Health       string
+	NudgeCommand string
+	// GrantEnv maps variable names to templates; nil means the POOL_SLOT_*
+	// variables.
+	GrantEnv map[string]string
+	// GrantFields are extra top-level grant fields: templates (strings) or
+	// literal JSON values.
+	GrantFields map[string]any
+	Slots       []*Slot
+}
+
+// Slot is one slot of a pool.
+type Slot struct {
+	// ID is the id as text; RawID is the id as written (a string or a
+	// json.Number), which grants print unchanged.
+	ID    string
+	RawID any
+	// Kind is the slot's lease kind: the pool's kindPrefix and the id, or
+	// the slot's own "kind".
+	Kind string
+	// Attributes are the slot's fields other than id and kind.
+	Attributes map[string]any
+}
+
+var (
+	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	placeholderRegexp = regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`)
+	wholePlaceholder  = regexp.MustCompile(`^\{([A-Za-z0-9_.]+)\}$`)
+	// reservedGrantFields are the grant's own fields, which grantFields
+	// may not shadow.
+	reservedGrantFields = map[string]bool{
+		"ok": true, "state": true, "requestId": true, "request_id": true, "mode": true,
+		"slot": true, "slot_id": true, "kind": true, "owner": true, "token": true,
+		"ttlMinutes": true, "attributes": true, "attrs": true, "env": true, "grantedAt": true,
+	}
+	knownPoolFields = []string{
+		"name", "kindPrefix", "queueLockKind", "nudgeEvent", "shellPrefix", "bookkeeper",
+		"ttlMinutes", "waiterStaleMs", "movingAvgSeedMs", "cwd", "provision", "reset",
+		"health", "nudgeCommand", "grantEnv", "grantFields", "slots",
+	}
+)
+
+// LoadFile reads and validates a pool file.
+func LoadFile(path string) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot read %s: %v", ErrConfig, path, err)
+	}
+	c, err := Parse(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.File = abs
+	return c, nil
+}
+
+// Parse validates the bytes of a pool file; relative paths resolve against
+// baseDir. Errors name the JSON path of the problem, such as
+// $.slots[1].id.
+func Parse(data []byte, baseDir string) (*Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var top map[string]json.RawMessage
+	if err := dec.Decode(&top); err != nil || top == nil {
+		return nil, fmt.Errorf("%w: $: not a JSON object: %v", ErrConfig, errText(err))
+	}
+	if dec.More() {
+		return nil, configErr("$", "trailing data after the object")
+	}
+	for k := range top {
+		if !contains(knownPoolFields, k) {
+			return nil, configErr("$."+k, "unknown field (known: %s)", strings.Join(knownPoolFields, ", "))
+		}
+	}
+	c := &Config{Name: DefaultName, KindPrefix: DefaultKindPrefix, NudgeEvent: DefaultNudgeEvent,
+		ShellPrefix: DefaultShellPrefix, TTLMinutes: DefaultTTLMinutes,
+		WaiterStale: DefaultWaiterStale, MovingAvgSeed: DefaultMovingAvgSeed}
+	cwd := "."
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"name", &c.Name}, {"kindPrefix", &c.KindPrefix}, {"queueLockKind", &c.QueueLockKind},
+		{"nudgeEvent", &c.NudgeEvent}, {"shellPrefix", &c.ShellPrefix}, {"bookkeeper", &c.Bookkeeper},
+		{"cwd", &cwd}, {"provision", &c.Provision}, {"reset", &c.Reset}, {"health", &c.Health},
+		{"nudgeCommand", &c.NudgeCommand},
+	} {
+		if raw, ok := top[f.name]; ok {
+			if err := json.Unmarshal(raw, f.dst); err != nil {
+				return nil, configErr("$."+f.name, "must be a string")
+			}
+		}
+	}
+	if !lease.ValidKind(c.Name) {
+		return nil, configErr("$.name", "%q must match %s (it names the pool's directory)", c.Name, lease.KindPattern)
+	}
+	if c.QueueLockKind == "" {
+		c.QueueLockKind = c.Name + "-queue"
+	}
+	if !lease.ValidKind(c.QueueLockKind) {
+		return nil, configErr("$.queueLockKind", "%q must match %s", c.QueueLockKind, lease.KindPattern)
+	}
+	if !envNamePattern.MatchString(c.ShellPrefix) {
+		return nil, configErr("$.shellPrefix", "%q is not a valid environment variable name", c.ShellPrefix)
+	}
+	if c.Bookkeeper != "" && !regexp.MustCompile(lease.DefaultOwnerPattern).MatchString(c.Bookkeeper) {
+		return nil, configErr("$.bookkeeper", "%q is not a valid owner", c.Bookkeeper)
+	}
+	if filepath.IsAbs(cwd) {
+		c.Dir = filepath.Clean(cwd)
+	} else {
+		c.Dir = filepath.Join(baseDir, cwd)
+	}
+	if c.Reset == "" {
+		c.Reset = c.Provision
+	}
+	for _, f := range []struct {
+		name string
+		set  func(float64)
+	}{
+		{"ttlMinutes", func(v float64) { c.TTLMinutes = v }},
+		{"waiterStaleMs", func(v float64) { c.WaiterStale = time.Duration(v * float64(time.Millisecond)) }},
+		{"movingAvgSeedMs", func(v float64) { c.MovingAvgSeed = time.Duration(v * float64(time.Millisecond)) }},
+	} {
+		raw, ok := top[f.name]
+		if !ok {
+			continue
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, configErr("$."+f.name, "must be a positive number")
+		}
+		f.set(v)
+	}
+	if c.TTLMinutes > lease.MaxTTLMinutes {
+		return nil, configErr("$.ttlMinutes", "must be at most %d", lease.MaxTTLMinutes)
+	}
+	if raw, ok := top["grantEnv"]; ok {
+		if err := json.Unmarshal(raw, &c.GrantEnv); err != nil || c.GrantEnv == nil {
+			return nil, configErr("$.grantEnv", "must be an object of template strings")
+		}
+		for k := range c.GrantEnv {
+			if !envNamePattern.MatchString(k) {
+				return nil, configErr("$.grantEnv."+k, "is not a valid environment variable name")
+			}
+		}
+	}
+	if raw, ok := top["grantFields"]; ok {
+		if err := decodeNumbers(raw, &c.GrantFields); err != nil || c.GrantFields == nil {
+			return nil, configErr("$.grantFields", "must be an object")
+		}
+		for k := range c.GrantFields {
+			if reservedGrantFields[k] {
+				return nil, configErr("$.grantFields."+k, "collides with a field every grant carries")
+			}
+		}
+	}
+	if err := c.parseSlots(top["slots"]); err != nil {
+		return nil, err
+	}
+	// Fail when the file is loaded, not at the first grant: every template
+	// must resolve for every slot.
+	for i, s := range c.Slots {
+		if _, _, err := c.grantParts(s); err != nil {
+			return nil, fmt.Errorf("%w (slot at $.slots[%d])", err, i)
+		}
+	}
+	return c, nil
+}
+
+func (c *Config) parseSlots(raw json.RawMessage) error {
+	var slots []json.RawMessage
+	if raw == nil || json.Unmarshal(raw, &slots) != nil || len(slots) == 0 {
+		return configErr("$.slots", "must be a non-empty array of slot objects")
+	}
+	ids := map[string]int{}
+	kinds := map[string]int{c.QueueLockKind: -1}
+	for i, rawSlot := range slots {
+		path := fmt.Sprintf("$.slots[%d]", i)
+		var fields map[string]any
+		if err := decodeNumbers(rawSlot, &fields); err != nil || fields == nil {
+			return configErr(path, "must be an object")
+		}
+		s := &Slot{Attributes: map[string]any{}}
+		switch id := fields["id"].(type) {
+		case string:
+			s.ID, s.RawID = id, id
+		case json.Number:
+			s.ID, s.RawID = canonicalNumber(id), id
+		default:
+			return configErr(path+".id", "must be a string or a number")
+		}
+		if s.ID == "" {
+			return configErr(path+".id", "must not be empty")
+		}
+		if j, dup := ids[s.ID]; dup {
+			return configErr(path+".id", "duplicate slot id %q (also $.slots[%d])", s.ID, j)
+		}
+		ids[s.ID] = i
+		s.Kind = c.KindPrefix + s.ID
+		if k, ok := fields["kind"]; ok {
+			ks, isString := k.(string)
+			if !isString {
+				return configErr(path+".kind", "must be a string")
+			}
+			s.Kind = ks
+		}
+		if !lease.ValidKind(s.Kind) {
+			return configErr(path+".id", "lease kind %q (kindPrefix + id, or kind) must match %s", s.Kind, lease.KindPattern)
+		}
+		if j, dup := kinds[s.Kind]; dup {
+			if j < 0 {
+				return configErr(path, "lease kind %q is the queue lock's kind", s.Kind)
+			}
+			return configErr(path, "lease kind %q is also the kind of $.slots[%d]", s.Kind, j)
+		}
+		kinds[s.Kind] = i
+		for k, v := range fields {
+			if k != "id" && k != "kind" {
+				s.Attributes[k] = v
+			}
+		}
+		c.Slots = append(c.Slots, s)
+	}
+	return nil
+}
+
+// canonicalNumber formats a JSON number the way JavaScript's String() would
+// for the integers and decimals a slot id holds (1.0 → "1").
+func canonicalNumber(n json.Number) string {
+	if f, err := strconv.ParseFloat(string(n), 64); err == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return string(n)
+}
+
+func decodeNumbers(raw json.RawMessage, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(dst)
+}
+
+// SlotByID finds a slot by its id; a numeric id matches however it is
+// written ("01" finds slot 1).
+func (c *Config) SlotByID(id string) (*Slot, error) {
+	for _, s := range c.Slots {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	if f, err := strconv.ParseFloat(id, 64); err == nil && !math.IsNaN(f) {
+		for _, s := range c.Slots {
+			if _, isNum := s.RawID.(json.Number); isNum && s.ID == strconv.FormatFloat(f, 'f', -1, 64) {
+				return s, nil
+			}
+		}
+	}
+	ids := make([]string, len(c.Slots))
+	for i, s := range c.Slots {
+		ids[i] = s.ID
+	}
+	return nil, fmt.Errorf("%w: no slot %q in pool %s (slots: %s)", ErrInvalid, id, c.Name, strings.Join(ids, ", "))
+}
+
+// lookup reads a dotted path from a slot's attributes, id and kind.
+func (s *Slot) lookup(path string) (any, bool) {
+	var cur any = s.scope()
+	for _, part := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func (s *Slot) scope() map[string]any {
+	m := make(map[string]any, len(s.Attributes)+2)
+	for k, v := range s.Attributes {
+		m[k] = v
+	}
+	m["id"], m["kind"] = s.RawID, s.Kind
+	return m
+}
+
+// render fills a template for slot. A template that is exactly "{path}"
+// yields the raw value (numbers and objects survive); otherwise each
+// placeholder is replaced by its text.
+func (s *Slot) render(where, tmpl string) (any, error) {
+	if m := wholePlaceholder.FindStringSubmatch(tmpl); m != nil {
+		v, ok := s.lookup(m[1])
+		if !ok {
+			return nil, configErr(where, "placeholder {%s} names no attribute of slot %s", m[1], s.ID)
+		}
+		return v, nil
+	}
+	var err error
+	out := placeholderRegexp.ReplaceAllStringFunc(tmpl, func(ph string) string {
+		path := ph[1 : len(ph)-1]
+		v, ok := s.lookup(path)
+		if !ok {
+			if err == nil {
+				err = configErr(where, "placeholder {%s} names no attribute of slot %s", path, s.ID)
+			}
+			return ""
+		}
+		return valueText(v)
+	})
+	return out, err
+}
+
+// valueText renders an attribute value as text: strings as they are,
+// numbers as written, objects and arrays as compact JSON.
+func valueText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case nil:
+		return ""
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// grantParts computes the env and extra fields a grant of slot carries.
+func (c *Config) grantParts(s *Slot) (map[string]string, map[string]any, error) {
+	env := map[string]string{}
+	if c.GrantEnv == nil {
+		for _, kv := range slotEnvNoAction(s) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	} else {
+		for _, k := range sortedKeys(c.GrantEnv) {
+			v, err := s.render("$.grantEnv."+k, c.GrantEnv[k])
+			if err != nil {
+				return nil, nil, err
+			}
+			env[k] = valueText(v)
+		}
+	}
+	fields := map[string]any{}
+	for _, k := range sortedKeys(c.GrantFields) {
+		tmpl, isTemplate := c.GrantFields[k].(string)
+		if !isTemplate {
+			fields[k] = c.GrantFields[k]
+			continue
+		}
+		v, err := s.render("$.grantFields."+k, tmpl)
+		if err != nil {
+			return nil, nil, err
+		}
+		fields[k] = v
+	}
+	return env, fields, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "null"
+	}
+	return err.Error()
+}

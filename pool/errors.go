@@ -1,0 +1,87 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrConfig reports a pool file or option that is not valid.
+	ErrConfig = errors.New("pool: invalid pool file")
+	// ErrInvalid reports a bad argument (unknown slot, malformed request id).
+	ErrInvalid = errors.New("pool: invalid argument")
+	// ErrSaturated reports that no slot could be granted without waiting.
+	ErrSaturated = errors.New("pool: saturated")
+	// ErrTimeout reports that a wait for a slot ran out.
+	ErrTimeout = errors.New("pool: timed out waiting for a slot")
+	// ErrQueueEntryLost reports that a waiter's queue entry was dropped (its
+	// process was silent for longer than the waiter stale bound).
+	ErrQueueEntryLost = errors.New("pool: queue entry lost")
+	// ErrProvisionFailed reports a failed provision or reset command.
+	ErrProvisionFailed = errors.New("pool: provision failed")
+	// ErrHealthFailed reports a failed health command.
+	ErrHealthFailed = errors.New("pool: health check failed")
+	// ErrLeaseLost reports that a slot lease expired or was taken over
+	// before its grant could be handed out or claimed.
+	ErrLeaseLost = errors.New("pool: lease lost")
+	// ErrUnknownRequest reports a claim for a request that is neither queued
+	// nor granted.
+	ErrUnknownRequest = errors.New("pool: unknown request")
+	// ErrQueueBusy reports that the queue lock stayed held past its bound.
+	ErrQueueBusy = errors.New("pool: queue lock busy")
+)
+
+// QueueError carries a waiter's place in the queue when it was refused:
+// saturated (no wait) or timed out.
+type QueueError struct {
+	Err       error
+	RequestID string
+	Position  int
+	EtaMs     int64
+	WaitedMs  int64
+}
+
+func (e *QueueError) Error() string {
+	return fmt.Sprintf("%v: queue position %d, eta %s", e.Err, e.Position, FormatEta(e.EtaMs))
+}
+
+func (e *QueueError) Unwrap() error { return e.Err }
+
+// SlotError is a failure on one slot (provision, health, lease lost).
+type SlotError struct {
+	Err   error
+	Slot  *Slot
+	State string // the grant-file state: reset_failed, health_failed, lease_lost_during_reset
+	Cause error
+}
+
+func (e *SlotError) Error() string {
+	what := strings.TrimPrefix(e.Err.Error(), "pool: ")
+	var exit *provision.ExitError
+	switch {
+	case errors.As(e.Cause, &exit):
+		return fmt.Sprintf("slot %s: %s (exit status %d)", e.Slot.ID, what, exit.Status)
+	case e.Cause != nil:
+		return fmt.Sprintf("slot %s: %s: %v", e.Slot.ID, what, e.Cause)
+	}
+	return fmt.Sprintf("slot %s: %s", e.Slot.ID, what)
+}
+
+func (e *SlotError) Unwrap() error { return e.Err }
+
+// FormatEta renders an ETA as whole minutes, at least one: "~3m".
+func FormatEta(ms int64) string {
+	m := (ms + 30_000) / 60_000
+	if m < 1 {
+		m = 1
+	}
+	return fmt.Sprintf("~%dm", m)
+}
+
+func configErr(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, path, fmt.Sprintf(format, args...))
+}

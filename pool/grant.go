@@ -1,0 +1,243 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// Grant states, as written in grant files and printed by claim.
+const (
+	StateReady           = "ready"
+	StateResetFailed     = "reset_failed"
+	StateHealthFailed    = "health_failed"
+	StateLeaseLostReset  = "lease_lost_during_reset"
+	StateLeaseLost       = "lease_lost"
+	stateResetFailedLog  = "grant_reset_failed"
+	stateHealthFailedLog = "grant_health_failed"
+)
+
+// Grant is a slot handed to a waiter: the slot's lease, its attributes and
+// the environment to run with. Field names follow the pool CLI; the
+// snake_case twins (request_id, slot_id, attrs) are what the Node tool reads
+// from grant files, so both tools can claim each other's grants.
+type Grant struct {
+	RequestID  string            `json:"requestId"`
+	Mode       string            `json:"mode"`
+	Slot       any               `json:"slot"`
+	Kind       string            `json:"kind"`
+	Owner      string            `json:"owner"`
+	Token      string            `json:"token"`
+	TTLMinutes float64           `json:"ttlMinutes"`
+	Attributes map[string]any    `json:"attributes"`
+	Env        map[string]string `json:"env"`
+	GrantedAt  string            `json:"grantedAt"`
+	// Fields are the pool file's grantFields, printed at top level.
+	Fields map[string]any `json:"-"`
+}
+
+// MarshalJSON prints the grant with ok and state first, the grantFields at
+// top level and the snake_case twins.
+func (g *Grant) MarshalJSON() ([]byte, error) {
+	type plain Grant
+	base, err := json.Marshal((*plain)(g))
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(base, &fields); err != nil {
+		return nil, err
+	}
+	for k, v := range g.Fields {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		fields[k] = b
+	}
+	fields["request_id"], fields["slot_id"], fields["attrs"] = fields["requestId"], fields["slot"], fields["attributes"]
+	return marshalOrdered(fields, []string{"ok", "state"}, map[string]json.RawMessage{
+		"ok": json.RawMessage("true"), "state": json.RawMessage(`"` + StateReady + `"`),
+	})
+}
+
+// marshalOrdered writes first keys (from head) then the rest sorted.
+func marshalOrdered(fields map[string]json.RawMessage, first []string, head map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if _, dup := head[k]; !dup {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := []byte("{")
+	write := func(k string, v json.RawMessage) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k)
+		out = append(append(append(out, kb...), ':'), v...)
+	}
+	for _, k := range first {
+		write(k, head[k])
+	}
+	for _, k := range keys {
+		write(k, fields[k])
+	}
+	return append(out, '}'), nil
+}
+
+// failureRecord is a grant file for a grant that failed.
+type failureRecord struct {
+	OK        bool   `json:"ok"`
+	State     string `json:"state"`
+	RequestID string `json:"requestId"`
+	ReqIDSnk  string `json:"request_id"`
+	Slot      any    `json:"slot"`
+	SlotID    any    `json:"slot_id"`
+	Error     string `json:"error"`
+	At        string `json:"at"`
+}
+
+// slotPayload is stored in a granted slot's lease, so waiters can tell a
+// slot granted to an entry ahead of them from one held by a stranger.
+type slotPayload struct {
+	RequestID string `json:"requestId"`
+	Session   string `json:"session"`
+	Mode      string `json:"mode"`
+}
+
+// tryGrant is one self-grant attempt for the entry id. It returns nil when
+// it is not this entry's turn or every free slot was lost to a racer, and
+// ErrQueueEntryLost when the entry is no longer queued.
+func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
+	p.sweep(ctx, owner)
+	live, _ := p.live(p.readQueue())
+	idx := -1
+	for i := range live {
+		if live[i].ID == id {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return nil, fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, id)
+	}
+	entry, ahead := live[idx], live[:idx]
+	aheadIDs := make(map[string]bool, len(ahead))
+	for _, e := range ahead {
+		aheadIDs[e.ID] = true
+	}
+	var free []*Slot
+	grantedAhead := 0
+	for _, s := range p.cfg.Slots {
+		st, err := p.store.Status(s.Kind)
+		if err != nil {
+			return nil, err
+		}
+		switch st.State {
+		case lease.Free:
+			free = append(free, s)
+		case lease.Held:
+			var pl slotPayload
+			if json.Unmarshal(st.Record.Payload, &pl) == nil && aheadIDs[pl.RequestID] {
+				grantedAhead++ // granted but not yet dequeued: not really waiting
+			}
+		}
+	}
+	if len(free) <= len(ahead)-grantedAhead {
+		return nil, nil
+	}
+	payload, _ := json.Marshal(slotPayload{RequestID: id, Session: entry.Session, Mode: entry.Mode})
+	for _, s := range free {
+		acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload})
+		if errors.Is(err, lease.ErrHeld) {
+			continue // a racer won this slot; try the next
+		}
+		if err != nil {
+			return nil, err
+		}
+		if acq.TookOverExpired {
+			p.logEvent("slot_takeover_on_grant", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+		}
+		if err := p.dequeue(ctx, id, owner); err != nil {
+			fmt.Fprintf(p.log, "pool: leaving the queue: %v\n", err)
+		}
+		return p.prepare(ctx, s, acq.Record, entry)
+	}
+	return nil, nil
+}
+
+// prepare provisions and health-checks a slot just acquired for entry,
+// keeping its lease alive meanwhile, and hands out the grant only if the
+// lease is still this grant's afterwards. On failure the slot is released
+// and the failure is written to the request's grant file.
+func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry Entry) (*Grant, error) {
+	fail := func(sentinel error, state, event string, cause error, release bool) error {
+		if release {
+			if _, err := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); err != nil {
+				fmt.Fprintf(p.log, "pool: releasing slot %s after a failed grant: %v\n", s.ID, err)
+			}
+		}
+		serr := &SlotError{Err: sentinel, Slot: s, State: state, Cause: cause}
+		_ = p.writeJSON(p.grantPath(entry.ID), failureRecord{State: state, RequestID: entry.ID, ReqIDSnk: entry.ID,
+			Slot: s.RawID, SlotID: s.RawID, Error: serr.Error(), At: p.stamp()})
+		p.logEvent(event, map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()})
+		return serr
+	}
+	stage := ""
+	err := p.whileHolding(ctx, s, rec, func(ctx context.Context) error {
+		if err := p.run(ctx, provision.ActionProvision, s, p.cmds.provision); err != nil {
+			stage = "provision"
+			return err
+		}
+		if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
+			stage = "health"
+			return err
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset", err, false)
+	case err != nil && ctx.Err() != nil:
+		// The waiter was cancelled mid-provision: give the slot back.
+		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); rerr != nil {
+			fmt.Fprintf(p.log, "pool: releasing slot %s: %v\n", s.ID, rerr)
+		}
+		return nil, ctx.Err()
+	case stage == "provision":
+		return nil, fail(ErrProvisionFailed, StateResetFailed, stateResetFailedLog, err, true)
+	case stage == "health":
+		return nil, fail(ErrHealthFailed, StateHealthFailed, stateHealthFailedLog, err, true)
+	case err != nil:
+		return nil, err
+	}
+	// A provision longer than the TTL, or a takeover meanwhile, means the
+	// slot may be someone else's: never hand out a grant without its lease.
+	st, err := p.store.Status(s.Kind)
+	if err != nil || st.State != lease.Held || st.Record.Token != rec.Token {
+		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset",
+			fmt.Errorf("the lease lapsed while the slot was prepared (ttl %v min); raise the ttl", p.ttl), false)
+	}
+	env, fields, err := p.cfg.grantParts(s)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grant{RequestID: entry.ID, Mode: entry.Mode, Slot: s.RawID, Kind: s.Kind, Owner: rec.Owner,
+		Token: rec.Token, TTLMinutes: rec.TTLMinutes, Attributes: s.Attributes, Env: env,
+		GrantedAt: p.stamp(), Fields: fields}
+	if err := p.writeJSON(p.grantPath(entry.ID), g); err != nil {
+		fmt.Fprintf(p.log, "pool: writing the grant file: %v\n", err)
+	}
+	p.logEvent("granted", map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "owner": rec.Owner, "mode": entry.Mode})
+	if entry.Mode == ModeAsync {
+		p.notify(ctx, Nudge{Event: p.cfg.NudgeEvent, Session: entry.Session, RequestID: entry.ID, Grant: g})
+	}
+	return g, nil
+}

@@ -1,0 +1,259 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// Claim is what [Pool.Claim] found for an async request: exactly one of
+// Grant (the raw grant file, verified live), Queued, or an error.
+type Claim struct {
+	Grant  map[string]json.RawMessage
+	Queued *Queued
+}
+
+// Claim looks up an async request: its grant when ready and its lease still
+// live, its queue position while it waits. A grant whose lease expired or
+// was taken over fails with ErrLeaseLost (state lease_lost); a failed grant
+// with the recorded failure (ErrProvisionFailed, ErrHealthFailed,
+// ErrLeaseLost); an unknown request with ErrUnknownRequest.
+func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, error) {
+	if err := CheckRequestID(requestID); err != nil {
+		return nil, err
+	}
+	if err := p.checkOwner(owner); err != nil {
+		return nil, err
+	}
+	g, err := p.readGrantFile(requestID)
+	if err != nil {
+		return nil, err
+	}
+	if g != nil {
+		return p.checkGrant(requestID, g)
+	}
+	p.sweep(ctx, owner)
+	live, _ := p.live(p.readQueue())
+	for i, e := range live {
+		if e.ID == requestID {
+			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i)}}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: request %s is neither queued nor granted (its waiter may have died); request again", ErrUnknownRequest, requestID)
+}
+
+// ClaimError is a failed claim: the recorded state and the grant file.
+type ClaimError struct {
+	Err   error
+	State string
+	Slot  json.RawMessage
+	Note  string
+}
+
+func (e *ClaimError) Error() string { return fmt.Sprintf("%v: %s", e.Err, e.Note) }
+func (e *ClaimError) Unwrap() error { return e.Err }
+
+func (p *Pool) checkGrant(requestID string, g map[string]json.RawMessage) (*Claim, error) {
+	var state, token, errText string
+	_ = json.Unmarshal(g["state"], &state)
+	_ = json.Unmarshal(g["token"], &token)
+	_ = json.Unmarshal(g["error"], &errText)
+	slotRaw := g["slot_id"]
+	if slotRaw == nil {
+		slotRaw = g["slot"]
+	}
+	switch state {
+	case StateReady:
+	case StateResetFailed:
+		return nil, &ClaimError{Err: ErrProvisionFailed, State: state, Slot: slotRaw, Note: errText}
+	case StateHealthFailed:
+		return nil, &ClaimError{Err: ErrHealthFailed, State: state, Slot: slotRaw, Note: errText}
+	default:
+		return nil, &ClaimError{Err: ErrLeaseLost, State: state, Slot: slotRaw, Note: errText}
+	}
+	var id any
+	_ = json.Unmarshal(slotRaw, &id)
+	s, err := p.cfg.SlotByID(fmt.Sprint(id))
+	if err != nil {
+		return nil, &ClaimError{Err: ErrLeaseLost, State: StateLeaseLost, Slot: slotRaw, Note: "the granted slot is no longer in this pool; request again"}
+	}
+	st, err := p.store.Status(s.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if st.State != lease.Held || st.Record.Token != token {
+		return nil, &ClaimError{Err: ErrLeaseLost, State: StateLeaseLost, Slot: slotRaw,
+			Note: fmt.Sprintf("the lease of slot %s expired or was taken over before the claim; request again", s.ID)}
+	}
+	return &Claim{Grant: g}, nil
+}
+
+// Released reports a slot release.
+type Released struct {
+	Slot       *Slot
+	Released   bool
+	WasExpired bool
+}
+
+// Release gives a slot back (owner and token checked, or force) and records
+// how long it was held for the ETA statistics.
+func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force bool) (*Released, error) {
+	s, err := p.cfg.SlotByID(slotID)
+	if err != nil {
+		return nil, err
+	}
+	bookkeeper := owner
+	if force && owner == "" {
+		if p.cfg.Bookkeeper == "" {
+			return nil, fmt.Errorf("%w: release --force without --owner needs a \"bookkeeper\" owner in the pool file", ErrInvalid)
+		}
+		bookkeeper = p.cfg.Bookkeeper
+	}
+	if err := p.checkOwner(bookkeeper); err != nil {
+		return nil, err
+	}
+	before, err := p.store.Status(s.Kind)
+	if err != nil {
+		return nil, err
+	}
+	var rel *lease.Released
+	if force {
+		rel, err = p.store.ForceRelease(ctx, s.Kind, owner)
+	} else {
+		rel, err = p.store.Release(ctx, s.Kind, owner, token)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &Released{Slot: s, Released: rel.Released, WasExpired: rel.WasExpired}
+	if rel.Released && before.Record != nil && !before.Record.Corrupt {
+		if held := p.now().Sub(before.Record.AcquiredAt); held > 0 {
+			err := p.withQueueLock(ctx, bookkeeper, func() error {
+				st := p.readStats()
+				st.DurationsMs = append(st.DurationsMs, float64(held.Milliseconds()))
+				if n := len(st.DurationsMs); n > movingAvgWindow {
+					st.DurationsMs = st.DurationsMs[n-movingAvgWindow:]
+				}
+				return p.writeJSON(p.statsPath(), st)
+			})
+			if err != nil {
+				fmt.Fprintf(p.log, "pool: recording the hold time: %v\n", err)
+			}
+		}
+		p.logEvent("released", map[string]any{"slot_id": s.RawID, "owner": owner, "forced": force})
+		p.sweep(ctx, bookkeeper)
+	}
+	return out, nil
+}
+
+// Heartbeat refreshes a slot lease; an expired lease is never revived.
+func (p *Pool) Heartbeat(ctx context.Context, slotID, owner, token string) (*Slot, *lease.Record, error) {
+	s, err := p.cfg.SlotByID(slotID)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := p.store.Heartbeat(ctx, s.Kind, owner, token)
+	return s, rec, err
+}
+
+// Reset runs the reset and health commands on a slot the caller holds, for
+// a clean slot between phases of one run, heartbeating its lease meanwhile.
+func (p *Pool) Reset(ctx context.Context, slotID, owner, token string) (*Slot, error) {
+	s, err := p.cfg.SlotByID(slotID)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkOwner(owner); err != nil {
+		return nil, err
+	}
+	st, err := p.store.Status(s.Kind)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.State == lease.Free:
+		return s, fmt.Errorf("slot %s: %w: nobody holds it", s.ID, lease.ErrNotHeld)
+	case st.State == lease.Unknown:
+		return s, fmt.Errorf("slot %s: %w", s.ID, lease.ErrExpired)
+	case st.Record.Owner != owner || st.Record.Token != token:
+		return s, fmt.Errorf("slot %s: %w: held by %q with another token", s.ID, lease.ErrNotOwner, st.Record.Owner)
+	}
+	return s, p.resetAndCheck(ctx, s, st.Record)
+}
+
+func (p *Pool) resetAndCheck(ctx context.Context, s *Slot, rec *lease.Record) error {
+	stage := ""
+	err := p.whileHolding(ctx, s, rec, func(ctx context.Context) error {
+		if err := p.run(ctx, provision.ActionReset, s, p.cmds.reset); err != nil {
+			stage = "reset"
+			return err
+		}
+		if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
+			stage = "health"
+			return err
+		}
+		return nil
+	})
+	switch {
+	case err == nil, errors.Is(err, ErrLeaseLost), ctx.Err() != nil:
+		return err
+	case stage == "reset":
+		return &SlotError{Err: ErrProvisionFailed, Slot: s, State: StateResetFailed, Cause: err}
+	case stage == "health":
+		return &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
+	}
+	return err
+}
+
+// Reprovision resets and health-checks a slot nobody holds: it takes the
+// slot's lease (so no waiter is granted it meanwhile), runs the commands and
+// releases it. A held slot is refused with lease.ErrHeld; its holder uses
+// [Pool.Reset].
+func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, error) {
+	s, err := p.cfg.SlotByID(slotID)
+	if err != nil {
+		return nil, err
+	}
+	payload := json.RawMessage(`{"reprovision":true}`)
+	acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload})
+	if err != nil {
+		return s, err
+	}
+	if acq.TookOverExpired {
+		p.logEvent("slot_takeover_on_reprovision", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+	}
+	err = p.resetAndCheck(ctx, s, acq.Record)
+	if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
+		err = rerr
+	}
+	fields := map[string]any{"slot_id": s.RawID, "owner": owner}
+	event := "slot_reprovisioned"
+	if err != nil {
+		event, fields["error"] = "slot_reprovision_failed", err.Error()
+	}
+	p.logEvent(event, fields)
+	return s, err
+}
+
+// Health runs a slot's health command; it needs no lease. It reports
+// whether a health command is configured at all.
+func (p *Pool) Health(ctx context.Context, slotID string) (*Slot, bool, error) {
+	s, err := p.cfg.SlotByID(slotID)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.cmds.health == "" {
+		return s, false, nil
+	}
+	if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
+		if ctx.Err() != nil {
+			return s, true, err
+		}
+		return s, true, &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
+	}
+	return s, true, nil
+}

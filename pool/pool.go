@@ -1,0 +1,151 @@
+package pool
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// DefaultPoll is how often a waiter re-checks the pool when no filesystem
+// event wakes it, and heartbeats its queue entry. Events normally wake it
+// within milliseconds of a release; the poll covers missed events.
+const DefaultPoll = 5 * time.Second
+
+// Runner runs one provision, reset or health command for a slot. The
+// default runs script in-process with package provision; tests inject fakes.
+type Runner func(ctx context.Context, action provision.Action, slot *Slot, script string) error
+
+// Options tune a [Pool]. Zero values keep the pool file's settings.
+type Options struct {
+	// TTLMinutes overrides the pool file's slot TTL.
+	TTLMinutes float64
+	// Poll overrides DefaultPoll. It is capped at a third of the waiter
+	// stale bound so a live waiter is never dropped.
+	Poll time.Duration
+	// Provision, Reset, Health and NudgeCommand override the pool file's
+	// commands (the CLI resolves flags and environment into them).
+	Provision, Reset, Health, NudgeCommand string
+	// Runner replaces the in-process shell runner.
+	Runner Runner
+	// Notify replaces the default nudge delivery (nudges.jsonl plus the
+	// nudge command).
+	Notify func(ctx context.Context, n Nudge)
+	// Log receives command output and warnings; nil discards them.
+	Log io.Writer
+	// Env is the base environment of commands; nil means os.Environ().
+	Env []string
+}
+
+// Pool is one pool of slots over a lease store.
+type Pool struct {
+	store  *lease.Store
+	cfg    *Config
+	dir    string
+	ttl    float64
+	poll   time.Duration
+	cmds   commands
+	runner Runner
+	notify func(context.Context, Nudge)
+	log    io.Writer
+	env    []string
+}
+
+type commands struct {
+	provision, reset, health, nudge string
+}
+
+// Open returns the pool described by cfg over store. It creates nothing on
+// disk; the pool's directory appears with its first write.
+func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
+	if store.Dir() == "" {
+		return nil, fmt.Errorf("%w: the pool needs a directory store", ErrConfig)
+	}
+	p := &Pool{
+		store: store, cfg: cfg, dir: filepath.Join(store.Dir(), cfg.Name),
+		ttl: cfg.TTLMinutes, poll: DefaultPoll, log: opts.Log, env: opts.Env,
+		cmds: commands{provision: cfg.Provision, reset: cfg.Reset, health: cfg.Health, nudge: cfg.NudgeCommand},
+	}
+	if opts.TTLMinutes != 0 {
+		if !(opts.TTLMinutes > 0) || opts.TTLMinutes > lease.MaxTTLMinutes {
+			return nil, fmt.Errorf("%w: ttl %v minutes must be positive and at most %d", ErrInvalid, opts.TTLMinutes, lease.MaxTTLMinutes)
+		}
+		p.ttl = opts.TTLMinutes
+	}
+	if opts.Poll > 0 {
+		p.poll = opts.Poll
+	}
+	p.poll = min(p.poll, cfg.WaiterStale/3)
+	if opts.Provision != "" {
+		p.cmds.provision = opts.Provision
+		if opts.Reset == "" && cfg.Reset == cfg.Provision {
+			p.cmds.reset = opts.Provision // reset still defaults to provision
+		}
+	}
+	if opts.Reset != "" {
+		p.cmds.reset = opts.Reset
+	}
+	if opts.Health != "" {
+		p.cmds.health = opts.Health
+	}
+	if opts.NudgeCommand != "" {
+		p.cmds.nudge = opts.NudgeCommand
+	}
+	if p.log == nil {
+		p.log = io.Discard
+	}
+	if p.env == nil {
+		p.env = os.Environ()
+	}
+	p.runner = opts.Runner
+	if p.runner == nil {
+		p.runner = p.runShell
+	}
+	p.notify = opts.Notify
+	if p.notify == nil {
+		p.notify = p.deliverNudge
+	}
+	return p, nil
+}
+
+// Config is the pool's configuration.
+func (p *Pool) Config() *Config { return p.cfg }
+
+// Dir is the pool's state directory, <store>/<name>.
+func (p *Pool) Dir() string { return p.dir }
+
+// Store is the lease store under the pool.
+func (p *Pool) Store() *lease.Store { return p.store }
+
+// TTLMinutes is the TTL given to slot leases.
+func (p *Pool) TTLMinutes() float64 { return p.ttl }
+
+func (p *Pool) now() time.Time { return p.store.Now() }
+
+func (p *Pool) stamp() string { return lease.FormatTime(p.now()) }
+
+// newID returns a random version-4 UUID, the form the reference
+// implementation uses for request ids.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// CheckRequestID validates a request id before it names a file.
+func CheckRequestID(id string) error {
+	if !requestIDPattern.MatchString(id) {
+		return fmt.Errorf("%w: request id %q must match %s", ErrInvalid, id, requestIDPattern)
+	}
+	return nil
+}

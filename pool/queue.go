@@ -1,0 +1,192 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// queueLockTTLMinutes is the TTL of the queue lock lease. A hold lasts
+// milliseconds; 15 s lets a lock left by a killed process be taken over
+// well within queueLockWait.
+const queueLockTTLMinutes = 0.25
+
+// queueLockWait bounds the wait for the queue lock.
+const queueLockWait = 20 * time.Second
+
+// withQueueLock runs fn holding the pool's queue lock: a lease of kind
+// QueueLockKind, so queue and statistics mutations are serialized by the
+// same primitive as everything else, and shared with other implementations.
+func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error) error {
+	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes}
+	acq, err := p.store.Acquire(ctx, req)
+	if errors.Is(err, lease.ErrHeld) {
+		wctx, cancel := context.WithTimeout(ctx, queueLockWait)
+		acq, err = p.store.AcquireWait(wctx, req)
+		cancel()
+		if errors.Is(err, lease.ErrTimeout) {
+			return fmt.Errorf("%w: %v", ErrQueueBusy, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := p.store.Release(context.WithoutCancel(ctx), req.Kind, owner, acq.Record.Token); err != nil {
+			fmt.Fprintf(p.log, "pool: releasing the queue lock: %v\n", err)
+		}
+	}()
+	return fn()
+}
+
+func (p *Pool) queuePath() string { return filepath.Join(p.dir, QueueFile) }
+
+// readQueue reads queue.json without the lock; writes are atomic renames,
+// so it is always a whole queue.
+func (p *Pool) readQueue() []Entry {
+	q := queueDoc{}
+	readJSON(p.queuePath(), &q)
+	return q.Entries
+}
+
+// live splits entries into those whose waiter polled within the stale bound
+// and those that went silent.
+func (p *Pool) live(entries []Entry) (live, stale []Entry) {
+	now := p.now()
+	for _, e := range entries {
+		hb, err := lease.ParseTime(e.Heartbeat)
+		if err != nil || now.Sub(hb) > p.cfg.WaiterStale {
+			stale = append(stale, e)
+		} else {
+			live = append(live, e)
+		}
+	}
+	return live, stale
+}
+
+// Position is a waiter's place in the queue.
+type Position struct {
+	RequestID string
+	Position  int
+	EtaMs     int64
+	AvgMs     int64
+}
+
+func (p *Pool) position(id string, idx int) Position {
+	avg := p.MovingAvg().Milliseconds()
+	return Position{RequestID: id, Position: idx + 1, EtaMs: int64(idx+1) * avg, AvgMs: avg}
+}
+
+// enqueue appends a new entry for owner at the tail of the live queue.
+func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry, Position, error) {
+	p.sweep(ctx, owner)
+	ts := p.stamp()
+	e := Entry{ID: newID(), Owner: owner, Session: session, Mode: mode, EnqueuedAt: ts, Heartbeat: ts}
+	var pos Position
+	err := p.withQueueLock(ctx, owner, func() error {
+		live, _ := p.live(p.readQueue())
+		live = append(live, e)
+		pos = p.position(e.ID, len(live)-1)
+		return p.writeJSON(p.queuePath(), queueDoc{Entries: live})
+	})
+	return e, pos, err
+}
+
+// heartbeatEntry refreshes a waiter's entry and returns its position, or
+// ErrQueueEntryLost when the entry is gone.
+func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, error) {
+	var pos Position
+	err := p.withQueueLock(ctx, owner, func() error {
+		all := p.readQueue()
+		live, _ := p.live(all)
+		for i := range live {
+			if live[i].ID == id {
+				live[i].Heartbeat = p.stamp()
+				pos = p.position(id, i)
+				return p.writeJSON(p.queuePath(), queueDoc{Entries: live})
+			}
+		}
+		if len(live) != len(all) {
+			_ = p.writeJSON(p.queuePath(), queueDoc{Entries: live})
+		}
+		return fmt.Errorf("%w: request %s was dropped after %s without a poll; acquire again", ErrQueueEntryLost, id, p.cfg.WaiterStale)
+	})
+	return pos, err
+}
+
+// dequeue removes an entry (granted, timed out or given up).
+func (p *Pool) dequeue(ctx context.Context, id, owner string) error {
+	return p.withQueueLock(ctx, owner, func() error {
+		all := p.readQueue()
+		kept := make([]Entry, 0, len(all))
+		for _, e := range all {
+			if e.ID != id {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == len(all) {
+			return nil
+		}
+		return p.writeJSON(p.queuePath(), queueDoc{Entries: kept})
+	})
+}
+
+// Swept reports what a sweep removed.
+type Swept struct {
+	ReapedSlots    []ReapedSlot `json:"reapedSlots"`
+	DroppedEntries []Entry      `json:"droppedEntries"`
+}
+
+// ReapedSlot is a slot lease removed because its holder stopped beating.
+type ReapedSlot struct {
+	Slot          any    `json:"slot"`
+	PreviousOwner string `json:"previousOwner"`
+}
+
+// sweep is the lazy maintenance every operation runs first: reap slot leases
+// past their TTL, drop queue entries whose waiter went silent, and delete
+// old grant files. It is best effort: a failure is logged, not returned.
+func (p *Pool) sweep(ctx context.Context, owner string) Swept {
+	sw := Swept{ReapedSlots: []ReapedSlot{}, DroppedEntries: []Entry{}}
+	for _, s := range p.cfg.Slots {
+		st, err := p.store.Status(s.Kind)
+		if err != nil || st.State != lease.Unknown {
+			continue
+		}
+		prev, err := p.store.Reap(ctx, s.Kind)
+		if err != nil || prev == nil {
+			continue
+		}
+		r := ReapedSlot{Slot: s.RawID}
+		if !prev.Corrupt {
+			r.PreviousOwner = prev.Owner
+		}
+		sw.ReapedSlots = append(sw.ReapedSlots, r)
+		p.logEvent("slot_reaped", map[string]any{"slot_id": s.RawID, "previous": prev})
+	}
+	if _, stale := p.live(p.readQueue()); len(stale) > 0 {
+		err := p.withQueueLock(ctx, owner, func() error {
+			live, stale := p.live(p.readQueue())
+			if len(stale) == 0 {
+				return nil
+			}
+			if err := p.writeJSON(p.queuePath(), queueDoc{Entries: live}); err != nil {
+				return err
+			}
+			sw.DroppedEntries = append(sw.DroppedEntries, stale...)
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(p.log, "pool: dropping silent waiters: %v\n", err)
+		}
+		for _, e := range sw.DroppedEntries {
+			p.logEvent("queue_entry_dropped_stale", map[string]any{"entry": e})
+		}
+	}
+	p.sweepGrants()
+	return sw
+}

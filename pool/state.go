@@ -1,0 +1,204 @@
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// Names of the files in a pool's directory <store>/<name>/.
+const (
+	QueueFile  = "queue.json"
+	StatsFile  = "stats.json"
+	GrantsDir  = "grants"
+	NudgesFile = "nudges.jsonl"
+	LogFile    = "pool.log"
+)
+
+// movingAvgWindow is how many recent hold durations feed the ETA.
+const movingAvgWindow = 10
+
+// grantMaxAge is how long a grant file is kept for a claim before the sweep
+// deletes it.
+const grantMaxAge = 24 * time.Hour
+
+// requestIDPattern bounds request ids: they name files under grants/.
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// Entry is one waiter in queue.json.
+type Entry struct {
+	ID         string `json:"id"`
+	Owner      string `json:"owner"`
+	Session    string `json:"session"`
+	Mode       string `json:"mode"`
+	EnqueuedAt string `json:"enqueuedAt"`
+	Heartbeat  string `json:"heartbeat"`
+}
+
+// Modes of a queue entry.
+const (
+	ModeBlocking = "blocking"
+	ModeAsync    = "async"
+)
+
+type queueDoc struct {
+	Entries []Entry `json:"entries"`
+}
+
+type statsDoc struct {
+	DurationsMs []float64 `json:"durationsMs"`
+}
+
+// readJSON decodes path into v. A missing or unreadable file leaves v as it
+// is: the queue and the statistics are advisory and rebuild themselves.
+func readJSON(path string, v any) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	_ = json.Unmarshal(data, v)
+}
+
+// writeJSON replaces path atomically (a temporary file renamed over it).
+func (p *Pool) writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return err
+	}
+	tmp := filepath.Join(p.dir, ".tmp-"+newID())
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o666); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// appendLine appends one JSON line with a single write.
+func appendLine(path string, v any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// logEvent appends an event to pool.log; the journal is best effort.
+func (p *Pool) logEvent(event string, fields map[string]any) {
+	e := map[string]any{"at": lease.FormatTime(p.now()), "event": event}
+	for k, v := range fields {
+		e[k] = v
+	}
+	if err := appendLine(filepath.Join(p.dir, LogFile), orderedEvent(e)); err != nil {
+		fmt.Fprintf(p.log, "pool: journal: %v\n", err)
+	}
+}
+
+// orderedEvent writes "at" and "event" first, then the rest sorted.
+type orderedEvent map[string]any
+
+func (e orderedEvent) MarshalJSON() ([]byte, error) {
+	out := []byte("{")
+	keys := append([]string{"at", "event"}, without(sortedKeys(map[string]any(e)), "at", "event")...)
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(e[k])
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, kb...), ':'), vb...)
+	}
+	return append(out, '}'), nil
+}
+
+func without(keys []string, drop ...string) []string {
+	out := keys[:0:0]
+	for _, k := range keys {
+		if !contains(drop, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (p *Pool) grantPath(requestID string) string {
+	return filepath.Join(p.dir, GrantsDir, requestID+".json")
+}
+
+// readGrantFile returns the grant file of a request as raw fields, or nil.
+func (p *Pool) readGrantFile(requestID string) (map[string]json.RawMessage, error) {
+	data, err := os.ReadFile(p.grantPath(requestID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("pool: grant file %s is not a JSON object", p.grantPath(requestID))
+	}
+	return m, nil
+}
+
+func (p *Pool) readStats() statsDoc {
+	st := statsDoc{DurationsMs: []float64{}}
+	readJSON(filepath.Join(p.dir, StatsFile), &st)
+	return st
+}
+
+// MovingAvg is the mean of the last hold durations, or the seed when
+// there is no history.
+func (p *Pool) MovingAvg() time.Duration {
+	d := p.readStats().DurationsMs
+	if len(d) == 0 {
+		return p.cfg.MovingAvgSeed
+	}
+	var sum float64
+	for _, x := range d {
+		sum += x
+	}
+	return time.Duration(sum/float64(len(d))) * time.Millisecond
+}
+
+// sweepGrants deletes grant files older than grantMaxAge.
+func (p *Pool) sweepGrants() {
+	dir := filepath.Join(p.dir, GrantsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	now := p.now()
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > grantMaxAge {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}

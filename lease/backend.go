@@ -27,8 +27,10 @@ type Backend interface {
 	// section, or nil when there is none. It never returns a torn record.
 	Read(kind string) (*Record, error)
 	// Update runs fn inside kind's critical section with the current record
-	// (nil when there is none) and applies the Op it returns. fn may run
-	// only once per call; if fn returns an error nothing is changed.
+	// (nil when there is none) and applies the Op it returns; if fn returns
+	// an error nothing is changed. fn may run more than once (a backend may
+	// try it outside the section first when it knows there is no record),
+	// so it must only compute.
 	// Update gives up with ctx's error, or ErrGuardBusy, if the section
 	// cannot be entered in time.
 	Update(ctx context.Context, kind string, fn func(cur *Record) (Op, *Record, error)) error

@@ -52,15 +52,18 @@ func (b *fileBackend) Read(kind string) (*Record, error) {
 // write replaces the record atomically: a uniquely named temporary file in
 // the same directory, renamed over <kind>.json, so lock-free readers see the
 // old record or the new one and never a torn one.
-func (b *fileBackend) write(r *Record) error {
+func (b *fileBackend) write(kind string, r *Record) error {
+	if r.Kind != kind {
+		return fmt.Errorf("lease: write %s: the record names kind %q", kind, r.Kind)
+	}
 	data, err := r.encodeFile()
 	if err != nil {
-		return fmt.Errorf("lease: encode %s: %w", r.Kind, err)
+		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
-	tmp := filepath.Join(b.dir, ".tmp-"+r.Kind+"-"+randomHex(8))
+	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+randomHex(8))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
-		return fmt.Errorf("lease: write %s: %w", r.Kind, err)
+		return fmt.Errorf("lease: write %s: %w", kind, err)
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
@@ -68,11 +71,11 @@ func (b *fileBackend) write(r *Record) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp, b.recordPath(r.Kind))
+		werr = os.Rename(tmp, b.recordPath(kind))
 	}
 	if werr != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("lease: write %s: %w", r.Kind, werr)
+		return fmt.Errorf("lease: write %s: %w", kind, werr)
 	}
 	return nil
 }
@@ -85,8 +88,20 @@ func (b *fileBackend) remove(kind string) error {
 	return nil
 }
 
-// Update implements [Backend].
+// Update implements [Backend]. On a store directory that does not exist
+// yet, fn first runs with no record outside the guard: if it decides to
+// change nothing (a refusal, or a no-op release), nothing is created.
+// Only a change creates the directory and runs fn again under the guard.
 func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
+	if _, err := os.Stat(b.dir); errors.Is(err, fs.ErrNotExist) {
+		op, _, err := fn(nil)
+		if err != nil || op == OpNone {
+			return err
+		}
+		if err := os.MkdirAll(b.dir, 0o777); err != nil {
+			return fmt.Errorf("lease: store %s: %w", b.dir, err)
+		}
+	}
 	g, err := b.enterGuard(ctx, kind)
 	if err != nil {
 		return err
@@ -102,7 +117,7 @@ func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) 
 	}
 	switch op {
 	case OpPut:
-		return b.write(next)
+		return b.write(kind, next)
 	case OpDelete:
 		return b.remove(kind)
 	}

@@ -178,13 +178,11 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		}
 		return fmt.Errorf("lease: guard %s: reap: %w", kind, err)
 	}
-	if v.holder != nil {
-		if got := readHolder(dst); got == nil || got.ID != v.holder.ID {
-			if err := renameNoReplace(dst, path); err != nil {
-				_ = b.Journal(Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
-			}
-			return nil
+	if !b.sameGuard(dst, v) {
+		if err := renameNoReplace(dst, path); err != nil {
+			_ = b.Journal(Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
 		}
+		return nil
 	}
 	_ = os.RemoveAll(dst)
 	e := Event{Event: EventGuardReaped, Kind: kind, Guard: path, Reason: v.reason}
@@ -192,6 +190,19 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		e.Holder, e.PID = v.holder.ID, v.holder.PID
 	}
 	return b.Journal(e)
+}
+
+// sameGuard checks that the directory moved aside at moved is the guard
+// judged in v: the same holder id, or, for a guard judged by age, still
+// that old (a fresh guard made meanwhile by an implementation that does not
+// take the flock is younger).
+func (b *fileBackend) sameGuard(moved string, v verdict) bool {
+	if v.holder != nil {
+		got := readHolder(moved)
+		return got != nil && got.ID == v.holder.ID
+	}
+	fi, err := os.Lstat(moved)
+	return err == nil && time.Since(fi.ModTime()) > b.guard.stale
 }
 
 // leaveGuard gives the critical section back. It captures the guard by

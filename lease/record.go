@@ -100,10 +100,10 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 		if b.Len() > 1 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(name)
+		k, _ := marshalPlain(name)
 		b.Write(k)
 		b.WriteByte(':')
-		enc, err := json.Marshal(v)
+		enc, err := marshalPlain(v)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", name, err)
 		}
@@ -135,6 +135,18 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// marshalPlain encodes v as compact JSON without escaping <, > and &, as
+// JavaScript's JSON.stringify writes them.
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // encodeFile renders the record as stored on disk: two-space indented JSON
@@ -210,6 +222,9 @@ func DecodeRecord(kind string, data []byte) *Record {
 	}
 	if r.AcquiredAt.IsZero() {
 		r.AcquiredAt = r.Heartbeat
+	}
+	if r.Kind != kind {
+		return bad(fmt.Sprintf("kind %q does not match the file name", r.Kind))
 	}
 	for _, k := range knownFields {
 		delete(fields, k)

@@ -30,14 +30,29 @@ func CompileOwnerPattern(pattern string) (*regexp.Regexp, error) {
 	if pattern == "" {
 		pattern = DefaultOwnerPattern
 	}
-	if !strings.HasPrefix(pattern, "^") || !strings.HasSuffix(pattern, "$") || strings.HasSuffix(pattern, `\$`) {
+	if !strings.HasPrefix(pattern, "^") || !strings.HasSuffix(pattern, "$") || escapedEnd(pattern) {
 		return nil, invalidf("owner pattern %q must be anchored: start with ^ and end with $", pattern)
 	}
-	re, err := regexp.Compile(pattern)
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, invalidf("owner pattern %q: %v", pattern, err)
+	}
+	// Anchor the whole pattern as well, so a top-level alternation such as
+	// ^a|b$ cannot match a string that merely starts with a or ends with b.
+	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
 	if err != nil {
 		return nil, invalidf("owner pattern %q: %v", pattern, err)
 	}
 	return re, nil
+}
+
+// escapedEnd reports whether the final $ of pattern is escaped by an odd
+// number of backslashes before it.
+func escapedEnd(pattern string) bool {
+	n := 0
+	for i := len(pattern) - 2; i >= 0 && pattern[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // ValidKind reports whether kind is a well-formed lease kind.

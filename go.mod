@@ -4,13 +4,13 @@ go 1.26.0
 
 require (
 	github.com/alecthomas/kong v1.17.0
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/rogpeppe/go-internal v1.16.0
 	golang.org/x/sys v0.50.0
 	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/tools v0.38.0 // indirect
 )

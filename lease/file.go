@@ -71,7 +71,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp, b.recordPath(kind))
+		werr = renameFile(tmp, b.recordPath(kind))
 	}
 	if werr != nil {
 		_ = os.Remove(tmp)
@@ -81,7 +81,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 }
 
 func (b *fileBackend) remove(kind string) error {
-	err := os.Remove(b.recordPath(kind))
+	err := unlinkFile(b.recordPath(kind))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("lease: remove %s: %w", kind, err)
 	}
@@ -93,16 +93,17 @@ func (b *fileBackend) remove(kind string) error {
 // change nothing (a refusal, or a no-op release), nothing is created.
 // Only a change creates the directory and runs fn again under the guard.
 func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
-	if _, err := os.Stat(b.dir); errors.Is(err, fs.ErrNotExist) {
-		op, _, err := fn(nil)
-		if err != nil || op == OpNone {
-			return err
+	g, err := b.enterGuard(ctx, kind)
+	if errors.Is(err, errNoStore) {
+		op, _, ferr := fn(nil)
+		if ferr != nil || op == OpNone {
+			return ferr
 		}
 		if err := os.MkdirAll(b.dir, 0o777); err != nil {
 			return fmt.Errorf("lease: store %s: %w", b.dir, err)
 		}
+		g, err = b.enterGuard(ctx, kind)
 	}
-	g, err := b.enterGuard(ctx, kind)
 	if err != nil {
 		return err
 	}

@@ -71,18 +71,15 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 	}
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
-	created := false
 	for {
 		err := createGuard(path, body)
 		if err == nil {
 			return &heldGuard{kind: kind, path: path, id: me.ID}, nil
 		}
-		if errors.Is(err, fs.ErrNotExist) && !created {
-			created = true
-			if err := os.MkdirAll(b.dir, 0o777); err != nil {
-				return nil, fmt.Errorf("lease: store %s: %w", b.dir, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(b.dir); errors.Is(serr, fs.ErrNotExist) {
+				return nil, errNoStore
 			}
-			continue
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
@@ -105,6 +102,9 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 		backoff = min(backoff*2, 4*time.Millisecond)
 	}
 }
+
+// errNoStore reports that the store directory does not exist yet.
+var errNoStore = errors.New("lease: store directory does not exist")
 
 // verdict is a judgment of a guard found in the way.
 type verdict struct {
@@ -172,7 +172,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		return nil
 	}
 	dst := path + ".reaped-" + randomHex(8)
-	if err := os.Rename(path, dst); err != nil {
+	if err := renameFile(path, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -213,13 +213,13 @@ func (b *fileBackend) sameGuard(moved string, v verdict) bool {
 // and a guard left behind is recovered once this process exits.
 func (b *fileBackend) leaveGuard(g *heldGuard) {
 	captured := g.path + ".release-" + randomHex(8)
-	if err := os.Rename(g.path, captured); err != nil {
+	if err := renameFile(g.path, captured); err != nil {
 		_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return
 	}
 	if h := readHolder(captured); h != nil && h.ID == g.id {
-		_ = os.Remove(filepath.Join(captured, holderFile))
-		if os.Remove(captured) != nil {
+		_ = unlinkFile(filepath.Join(captured, holderFile))
+		if removeDir(captured) != nil {
 			_ = os.RemoveAll(captured)
 		}
 		return

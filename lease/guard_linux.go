@@ -43,8 +43,8 @@ func createGuard(path string, holder []byte) error {
 		if err == nil {
 			return nil
 		}
-		_ = os.Remove(filepath.Join(tmp, holderFile))
-		_ = os.Remove(tmp)
+		_ = unlinkFile(filepath.Join(tmp, holderFile))
+		_ = removeDir(tmp)
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return fs.ErrExist
 		}

@@ -312,6 +312,9 @@ func TestReapGuardInterleaving(t *testing.T) {
 func TestEnterLeaveGuard(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	if err := os.MkdirAll(b.dir, 0o777); err != nil {
+		panic(err)
+	}
 	g, err := b.enterGuard(context.Background(), "slot-1")
 	if err != nil {
 		t.Fatalf("enterGuard: %v", err)
@@ -336,6 +339,9 @@ func TestEnterLeaveGuard(t *testing.T) {
 func TestLeaveGuardReplaced(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	if err := os.MkdirAll(b.dir, 0o777); err != nil {
+		panic(err)
+	}
 	g, err := b.enterGuard(context.Background(), "slot-1")
 	if err != nil {
 		t.Fatal(err)
@@ -366,6 +372,9 @@ func TestLeaveGuardReplaced(t *testing.T) {
 func TestLeaveGuardGone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	if err := os.MkdirAll(b.dir, 0o777); err != nil {
+		panic(err)
+	}
 	g, err := b.enterGuard(context.Background(), "slot-1")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ type Option func(*options) error
 type options struct {
 	clock        Clock
 	ownerPattern *regexp.Regexp
+	ownerText    string
 	guard        guardConfig
 	pollInterval time.Duration
 }
@@ -31,6 +32,7 @@ func defaultOptions() options {
 	return options{
 		clock:        realClock{},
 		ownerPattern: re,
+		ownerText:    DefaultOwnerPattern,
 		guard:        guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale},
 		pollInterval: DefaultPollInterval,
 	}
@@ -55,7 +57,10 @@ func WithOwnerPattern(pattern string) Option {
 		if err != nil {
 			return err
 		}
-		o.ownerPattern = re
+		o.ownerPattern, o.ownerText = re, pattern
+		if pattern == "" {
+			o.ownerText = DefaultOwnerPattern
+		}
 		return nil
 	}
 }

@@ -85,6 +85,9 @@ func helperHoldGuard() error {
 		return err
 	}
 	b := s.b.(*fileBackend)
+	if err := os.MkdirAll(b.dir, 0o777); err != nil {
+		panic(err)
+	}
 	if _, err := b.enterGuard(context.Background(), os.Getenv("LEASE_TEST_KIND")); err != nil {
 		return err
 	}

@@ -62,9 +62,11 @@ func (s *Store) OwnerPattern() *regexp.Regexp { return s.opts.ownerPattern }
 // Now is the store's clock reading.
 func (s *Store) Now() time.Time { return s.opts.clock.Now() }
 
-func (s *Store) checkOwner(owner string) error {
+// CheckOwner reports, as an error matching ErrInvalid, an owner outside
+// the store's owner fence.
+func (s *Store) CheckOwner(owner string) error {
 	if !s.opts.ownerPattern.MatchString(owner) {
-		return invalidf("owner %q does not match the owner pattern %s", owner, s.opts.ownerPattern)
+		return invalidf("owner %q does not match the owner pattern %s", owner, s.opts.ownerText)
 	}
 	return nil
 }
@@ -83,7 +85,7 @@ func (s *Store) checkRequest(r Request) error {
 	if err := checkKind(r.Kind); err != nil {
 		return err
 	}
-	if err := s.checkOwner(r.Owner); err != nil {
+	if err := s.CheckOwner(r.Owner); err != nil {
 		return err
 	}
 	if err := checkTTL(r.TTLMinutes); err != nil {
@@ -144,7 +146,7 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	if err := s.checkOwner(owner); err != nil {
+	if err := s.CheckOwner(owner); err != nil {
 		return nil, err
 	}
 	var out *Record
@@ -190,7 +192,7 @@ func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Releas
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	if err := s.checkOwner(owner); err != nil {
+	if err := s.CheckOwner(owner); err != nil {
 		return nil, err
 	}
 	out := &Released{}
@@ -219,7 +221,7 @@ func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, e
 		return nil, err
 	}
 	if by != "" {
-		if err := s.checkOwner(by); err != nil {
+		if err := s.CheckOwner(by); err != nil {
 			return nil, err
 		}
 	}

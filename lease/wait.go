@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -33,6 +34,10 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 		acq, err := s.Acquire(ctx, r)
 		var held *HeldError
 		if !errors.As(err, &held) {
+			if errors.Is(err, context.DeadlineExceeded) {
+				// The deadline passed while entering the critical section.
+				return nil, fmt.Errorf("%w: %v", ErrTimeout, err)
+			}
 			return acq, err
 		}
 		next := s.opts.pollInterval

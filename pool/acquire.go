@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // AcquireRequest asks for a slot.
@@ -30,8 +33,8 @@ func (r *AcquireRequest) check(p *Pool) error {
 }
 
 func (p *Pool) checkOwner(owner string) error {
-	if !p.store.OwnerPattern().MatchString(owner) {
-		return fmt.Errorf("%w: owner %q does not match the owner pattern %s", ErrInvalid, owner, p.store.OwnerPattern())
+	if err := p.store.CheckOwner(owner); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), lease.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

@@ -171,7 +171,7 @@ func statusView(st *lease.Status) statusOut {
 func (c *statusCmd) Run(e *env) error {
 	st, err := e.store.Status(c.Kind)
 	if err != nil {
-		return err
+		return &refusal{err: err, kind: c.Kind, now: e.store.Now()}
 	}
 	out := statusView(st)
 	out.OK = true

@@ -31,8 +31,8 @@ type globals struct {
 
 // waitFlags are shared by the verbs that take a slot.
 type waitFlags struct {
-	TTL    float64 `name:"ttl" placeholder:"MINUTES" env:"POOL_TTL_MINUTES" help:"Slot lease TTL in minutes (default: the pool file's ttlMinutes, else 30)."`
-	PollMs int64   `name:"poll-ms" placeholder:"MS" env:"POOL_POLL_MS" help:"How often a waiter re-checks when no file event wakes it (default 5000)."`
+	TTL    *float64 `name:"ttl" placeholder:"MINUTES" env:"POOL_TTL_MINUTES" help:"Slot lease TTL in minutes (default: the pool file's ttlMinutes, else 30)."`
+	PollMs int64    `name:"poll-ms" placeholder:"MS" env:"POOL_POLL_MS" help:"How often a waiter re-checks when no file event wakes it (default 5000)."`
 }
 
 type cli struct {
@@ -75,8 +75,12 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if e.g.Pool == "" {
 		return nil, cliparse.Usagef("no pool file: pass --pool FILE or set LEASE_POOL_FILE")
 	}
-	if w.TTL < 0 || w.TTL > lease.MaxTTLMinutes || math.IsNaN(w.TTL) {
-		return nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+	ttl := 0.0 // the pool file's
+	if w.TTL != nil {
+		ttl = *w.TTL
+		if !(ttl > 0) || ttl > lease.MaxTTLMinutes || math.IsNaN(ttl) {
+			return nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+		}
 	}
 	if w.PollMs < 0 {
 		return nil, cliparse.Usagef("--poll-ms must be zero or more")
@@ -90,7 +94,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 		return nil, err
 	}
 	return pool.Open(store, cfg, pool.Options{
-		TTLMinutes: w.TTL, Poll: time.Duration(w.PollMs) * time.Millisecond,
+		TTLMinutes: ttl, Poll: time.Duration(w.PollMs) * time.Millisecond,
 		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,
 		Log: e.stderr,
 	})

@@ -1,0 +1,36 @@
+// Package clitest runs the project's command-line tools the way users run
+// them: as separate processes driven by testscript scripts.
+//
+// The scripts live in testdata/script at the repository root, one file per
+// verb or concern, named after the CLI they exercise (lease_*.txtar, and
+// later pool_*.txtar, pool-run_*.txtar). TestMain registers every CLI in
+// one map (commands in script_test.go), so a script runs it with
+// `exec lease ...` exactly as a shell would, with its own environment,
+// working directory, stdout, stderr and exit status.
+//
+// Besides the testscript builtins the harness offers a few commands for the
+// one-JSON-object-on-stdout contract the CLIs share:
+//
+//	exits STATUS PROGRAM [ARGS...] run PROGRAM like exec; it must exit with STATUS
+//	onejson [-pretty]              stdout is exactly one JSON object (one line unless -pretty)
+//	json [-in FILE] [-line N] PATH [OP] [VALUE]
+//	                               assert a field of stdout (or of FILE, or of its line N)
+//	jsonenv [-in FILE] [-line N] NAME PATH
+//	                               store a field in the environment variable NAME
+//	jsondelta [-in FILE] [-line N] FROM TO MS
+//	                               timestamp field TO is MS milliseconds after FROM
+//	sleep DURATION                 pause, e.g. `sleep 1500ms`
+//
+// PATH is a dotted path such as .record.owner or .leases[0].kind; "." is the
+// whole value. json with PATH alone asserts the field is present (negated:
+// absent). With PATH VALUE it asserts equality: a string field is compared
+// with VALUE literally, any other field with VALUE read as JSON (so
+// `json .ok false`, `json .record.ttlMinutes 0.5`, `json .payload null`).
+// OP is one of == != < <= > >= (numbers), =~ (regular expression on a
+// string field), len (length of an array, object or string) and type
+// (string, number, bool, null, array, object).
+//
+// Every script starts from testscript's clean environment: nothing such as
+// LEASE_STORE or LEASE_OWNER_PATTERN leaks in from the developer's shell;
+// TestScripts poisons those variables in its own process to prove it.
+package clitest

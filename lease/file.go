@@ -39,7 +39,7 @@ func (b *fileBackend) recordPath(kind string) string {
 
 // Read implements [Backend].
 func (b *fileBackend) Read(kind string) (*Record, error) {
-	data, err := os.ReadFile(b.recordPath(kind))
+	data, err := readSmallFile(b.recordPath(kind))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -61,15 +61,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
 	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+randomHex(8))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-	if err != nil {
-		return fmt.Errorf("lease: write %s: %w", kind, err)
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
+	werr := writeNewFile(tmp, data)
 	if werr == nil {
 		werr = renameFile(tmp, b.recordPath(kind))
 	}

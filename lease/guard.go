@@ -141,7 +141,7 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 }
 
 func readHolder(guardDir string) *guardHolder {
-	data, err := os.ReadFile(filepath.Join(guardDir, holderFile))
+	data, err := readSmallFile(filepath.Join(guardDir, holderFile))
 	if err != nil {
 		return nil
 	}

@@ -35,7 +35,7 @@ func createGuard(path string, holder []byte) error {
 		if err := os.Mkdir(tmp, 0o777); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(tmp, holderFile), holder, 0o666); err != nil {
+		if err := writeNewFile(filepath.Join(tmp, holderFile), holder); err != nil {
 			_ = os.RemoveAll(tmp)
 			return err
 		}

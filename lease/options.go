@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"regexp"
 	"time"
 )
 
@@ -15,8 +14,7 @@ type Option func(*options) error
 
 type options struct {
 	clock        Clock
-	ownerPattern *regexp.Regexp
-	ownerText    string
+	owners       *OwnerFence
 	guard        guardConfig
 	pollInterval time.Duration
 }
@@ -28,11 +26,9 @@ type options struct {
 const DefaultPollInterval = 250 * time.Millisecond
 
 func defaultOptions() options {
-	re, _ := CompileOwnerPattern("")
 	return options{
 		clock:        realClock{},
-		ownerPattern: re,
-		ownerText:    DefaultOwnerPattern,
+		owners:       &OwnerFence{text: DefaultOwnerPattern},
 		guard:        guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale},
 		pollInterval: DefaultPollInterval,
 	}
@@ -53,14 +49,11 @@ func WithClock(c Clock) Option {
 // expression; "" keeps [DefaultOwnerPattern].
 func WithOwnerPattern(pattern string) Option {
 	return func(o *options) error {
-		re, err := CompileOwnerPattern(pattern)
+		f, err := NewOwnerFence(pattern)
 		if err != nil {
 			return err
 		}
-		o.ownerPattern, o.ownerText = re, pattern
-		if pattern == "" {
-			o.ownerText = DefaultOwnerPattern
-		}
+		o.owners = f
 		return nil
 	}
 }

@@ -114,7 +114,7 @@ func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
 			rep.Foreign = append(rep.Foreign, st)
 			continue
 		}
-		inFence := st.Record.Corrupt || s.opts.ownerPattern.MatchString(st.Record.Owner)
+		inFence := st.Record.Corrupt || s.opts.owners.Match(st.Record.Owner)
 		if !inFence {
 			rep.Foreign = append(rep.Foreign, st)
 			continue

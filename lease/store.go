@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"time"
 )
 
@@ -57,7 +56,7 @@ func applyOptions(opts []Option) (options, error) {
 func (s *Store) Dir() string { return s.dir }
 
 // OwnerPattern is the store's owner fence.
-func (s *Store) OwnerPattern() *regexp.Regexp { return s.opts.ownerPattern }
+func (s *Store) OwnerPattern() *OwnerFence { return s.opts.owners }
 
 // Now is the store's clock reading.
 func (s *Store) Now() time.Time { return s.opts.clock.Now() }
@@ -65,8 +64,8 @@ func (s *Store) Now() time.Time { return s.opts.clock.Now() }
 // CheckOwner reports, as an error matching ErrInvalid, an owner outside
 // the store's owner fence.
 func (s *Store) CheckOwner(owner string) error {
-	if !s.opts.ownerPattern.MatchString(owner) {
-		return invalidf("owner %q does not match the owner pattern %s", owner, s.opts.ownerText)
+	if !s.opts.owners.Match(owner) {
+		return invalidf("owner %q does not match the owner pattern %s", owner, s.opts.owners)
 	}
 	return nil
 }

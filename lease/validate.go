@@ -9,7 +9,9 @@ import (
 
 // KindPattern is the shape of a lease kind. Kinds name files in the store,
 // so the pattern is part of the on-disk format and is not configurable.
-var KindPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+// [ValidKind] checks it without a regular expression: compiling a {0,127}
+// repetition costs more than the rest of a CLI call's work.
+const KindPattern = `^[a-z0-9][a-z0-9._-]{0,127}$`
 
 // DefaultOwnerPattern accepts any safe token: a letter or digit, then up to
 // 127 letters, digits or . _ : @ -.
@@ -22,6 +24,74 @@ const MaxTTLMinutes = 527_040
 // maxPayloadBytes bounds the payload so a record stays a small file that is
 // read on every status and list.
 const maxPayloadBytes = 64 << 10
+
+// maxNameLen is the longest kind or default-fence owner (1 + 127).
+const maxNameLen = 128
+
+// ValidKind reports whether kind matches [KindPattern].
+func ValidKind(kind string) bool {
+	if len(kind) == 0 || len(kind) > maxNameLen || !isLowerAlnum(kind[0]) {
+		return false
+	}
+	for i := 1; i < len(kind); i++ {
+		if c := kind[i]; !isLowerAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validDefaultOwner reports whether owner matches [DefaultOwnerPattern].
+func validDefaultOwner(owner string) bool {
+	if len(owner) == 0 || len(owner) > maxNameLen || !isAlnum(owner[0]) {
+		return false
+	}
+	for i := 1; i < len(owner); i++ {
+		if c := owner[i]; !isAlnum(c) && !strings.ContainsRune("._:@-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool      { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
+
+// OwnerFence decides which owners a store accepts. The zero value is the
+// default fence, [DefaultOwnerPattern].
+type OwnerFence struct {
+	text string
+	re   *regexp.Regexp // nil for the default fence, checked by hand
+}
+
+// Match reports whether owner is inside the fence.
+func (f *OwnerFence) Match(owner string) bool {
+	if f.re == nil {
+		return validDefaultOwner(owner)
+	}
+	return f.re.MatchString(owner)
+}
+
+// String is the pattern as given.
+func (f *OwnerFence) String() string {
+	if f.text == "" {
+		return DefaultOwnerPattern
+	}
+	return f.text
+}
+
+// NewOwnerFence compiles an owner fence; "" is [DefaultOwnerPattern]. A
+// pattern must be anchored: see [CompileOwnerPattern].
+func NewOwnerFence(pattern string) (*OwnerFence, error) {
+	if pattern == "" || pattern == DefaultOwnerPattern {
+		return &OwnerFence{text: DefaultOwnerPattern}, nil
+	}
+	re, err := CompileOwnerPattern(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &OwnerFence{text: pattern, re: re}, nil
+}
 
 // CompileOwnerPattern compiles an owner fence. An empty pattern is the
 // default. A pattern must be anchored, starting with ^ and ending with an
@@ -54,9 +124,6 @@ func escapedEnd(pattern string) bool {
 	}
 	return n%2 == 1
 }
-
-// ValidKind reports whether kind is a well-formed lease kind.
-func ValidKind(kind string) bool { return KindPattern.MatchString(kind) }
 
 func checkKind(kind string) error {
 	if !ValidKind(kind) {

@@ -160,9 +160,6 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	if !envNamePattern.MatchString(c.ShellPrefix) {
 		return nil, configErr("$.shellPrefix", "%q is not a valid environment variable name", c.ShellPrefix)
 	}
-	if c.Bookkeeper != "" && !regexp.MustCompile(lease.DefaultOwnerPattern).MatchString(c.Bookkeeper) {
-		return nil, configErr("$.bookkeeper", "%q is not a valid owner", c.Bookkeeper)
-	}
 	if filepath.IsAbs(cwd) {
 		c.Dir = filepath.Clean(cwd)
 	} else {

@@ -144,7 +144,7 @@ func newID() string {
 
 // CheckRequestID validates a request id before it names a file.
 func CheckRequestID(id string) error {
-	if !requestIDPattern.MatchString(id) {
+	if !validRequestID(id) {
 		return fmt.Errorf("%w: request id %q must match %s", ErrInvalid, id, requestIDPattern)
 	}
 	return nil

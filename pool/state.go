@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -30,7 +29,23 @@ const movingAvgWindow = 10
 const grantMaxAge = 24 * time.Hour
 
 // requestIDPattern bounds request ids: they name files under grants/.
-var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+const requestIDPattern = `^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`
+
+// validRequestID checks requestIDPattern by hand (a {0,127} regexp is slow
+// to compile, and every CLI call would pay for it).
+func validRequestID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // Entry is one waiter in queue.json.
 type Entry struct {

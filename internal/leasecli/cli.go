@@ -55,7 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cli
 	pretty := false
 	kctx, exited, status, err := cliparse.Parse(&c, "lease", description,
-		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern.String()},
+		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern},
 		args, stdout, stderr)
 	if exited {
 		return status

@@ -105,7 +105,7 @@ func LoadFile(path string) (*Config, error) {
 	}
 	c, err := Parse(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%w %s: %s", ErrConfig, path, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
 	}
 	c.File = abs
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
@@ -15,6 +16,16 @@ import (
 type Claim struct {
 	Grant  map[string]json.RawMessage
 	Queued *Queued
+}
+
+// GrantJSON renders the claimed grant with ok and state first, like a grant
+// from acquire, and the other fields as the grant file has them.
+func (c *Claim) GrantJSON() (json.RawMessage, error) {
+	head := map[string]json.RawMessage{"ok": c.Grant["ok"], "state": c.Grant["state"]}
+	if head["ok"] == nil {
+		head["ok"] = json.RawMessage("true")
+	}
+	return marshalOrdered(c.Grant, []string{"ok", "state"}, head)
 }
 
 // Claim looks up an async request: its grant when ready and its lease still
@@ -34,12 +45,20 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 		return nil, err
 	}
 	if g != nil {
+		var grantOwner string
+		_ = json.Unmarshal(g["owner"], &grantOwner)
+		if grantOwner != "" && grantOwner != owner {
+			return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, grantOwner)
+		}
 		return p.checkGrant(requestID, g)
 	}
 	p.sweep(ctx, owner)
 	live, _ := p.live(p.readQueue())
 	for i, e := range live {
 		if e.ID == requestID {
+			if e.Owner != owner {
+				return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, e.Owner)
+			}
 			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i)}}, nil
 		}
 	}
@@ -54,7 +73,12 @@ type ClaimError struct {
 	Note  string
 }
 
-func (e *ClaimError) Error() string { return fmt.Sprintf("%v: %s", e.Err, e.Note) }
+func (e *ClaimError) Error() string {
+	if e.Note != "" {
+		return e.Note
+	}
+	return e.Err.Error()
+}
 func (e *ClaimError) Unwrap() error { return e.Err }
 
 func (p *Pool) checkGrant(requestID string, g map[string]json.RawMessage) (*Claim, error) {
@@ -120,9 +144,19 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 	if err != nil {
 		return nil, err
 	}
+	// Record the hold time while the slot is still held: the next waiter
+	// wakes the moment the lease file goes, and must not then wait for the
+	// queue lock behind this bookkeeping. If the release below is refused
+	// after all (a takeover in between), the statistics keep one stray
+	// sample; they only feed ETAs.
+	if rec := before.Record; rec != nil && !rec.Corrupt && (force || rec.Owner == owner && rec.Token == token) {
+		if held := p.now().Sub(rec.AcquiredAt); held > 0 {
+			p.recordHold(ctx, bookkeeper, held)
+		}
+	}
 	var rel *lease.Released
 	if force {
-		rel, err = p.store.ForceRelease(ctx, s.Kind, owner)
+		rel, err = p.store.ForceRelease(ctx, s.Kind, bookkeeper)
 	} else {
 		rel, err = p.store.Release(ctx, s.Kind, owner, token)
 	}
@@ -130,24 +164,27 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 		return nil, err
 	}
 	out := &Released{Slot: s, Released: rel.Released, WasExpired: rel.WasExpired}
-	if rel.Released && before.Record != nil && !before.Record.Corrupt {
-		if held := p.now().Sub(before.Record.AcquiredAt); held > 0 {
-			err := p.withQueueLock(ctx, bookkeeper, func() error {
-				st := p.readStats()
-				st.DurationsMs = append(st.DurationsMs, float64(held.Milliseconds()))
-				if n := len(st.DurationsMs); n > movingAvgWindow {
-					st.DurationsMs = st.DurationsMs[n-movingAvgWindow:]
-				}
-				return p.writeJSON(p.statsPath(), st)
-			})
-			if err != nil {
-				fmt.Fprintf(p.log, "pool: recording the hold time: %v\n", err)
-			}
-		}
-		p.logEvent("released", map[string]any{"slot_id": s.RawID, "owner": owner, "forced": force})
+	if rel.Released {
+		p.logEvent("released", map[string]any{"slot_id": s.RawID, "owner": bookkeeper, "forced": force})
 		p.sweep(ctx, bookkeeper)
 	}
 	return out, nil
+}
+
+// recordHold appends a hold time to stats.json, keeping the last
+// movingAvgWindow.
+func (p *Pool) recordHold(ctx context.Context, owner string, held time.Duration) {
+	err := p.withQueueLock(ctx, owner, func() error {
+		st := p.readStats()
+		st.DurationsMs = append(st.DurationsMs, float64(held.Milliseconds()))
+		if n := len(st.DurationsMs); n > movingAvgWindow {
+			st.DurationsMs = st.DurationsMs[n-movingAvgWindow:]
+		}
+		return p.writeJSON(p.statsPath(), st)
+	})
+	if err != nil {
+		fmt.Fprintf(p.log, "pool: recording the hold time: %v\n", err)
+	}
 }
 
 // Heartbeat refreshes a slot lease; an expired lease is never revived.

@@ -57,6 +57,7 @@ func (p *Pool) readQueue() []Entry {
 // and those that went silent.
 func (p *Pool) live(entries []Entry) (live, stale []Entry) {
 	now := p.now()
+	live = make([]Entry, 0, len(entries)) // never null in queue.json
 	for _, e := range entries {
 		hb, err := lease.ParseTime(e.Heartbeat)
 		if err != nil || now.Sub(hb) > p.cfg.WaiterStale {
@@ -84,6 +85,7 @@ func (p *Pool) position(id string, idx int) Position {
 // enqueue appends a new entry for owner at the tail of the live queue.
 func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry, Position, error) {
 	p.sweep(ctx, owner)
+	p.sweepGrants()
 	ts := p.stamp()
 	e := Entry{ID: newID(), Owner: owner, Session: session, Mode: mode, EnqueuedAt: ts, Heartbeat: ts}
 	var pos Position
@@ -148,8 +150,10 @@ type ReapedSlot struct {
 }
 
 // sweep is the lazy maintenance every operation runs first: reap slot leases
-// past their TTL, drop queue entries whose waiter went silent, and delete
-// old grant files. It is best effort: a failure is logged, not returned.
+// past their TTL and drop queue entries whose waiter went silent. It is
+// best effort: a failure is logged, not returned. (Old grant files are
+// deleted by enqueue and pump, not on every waiter's wake-up: a directory
+// scan would grow with the number of grants.)
 func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 	sw := Swept{ReapedSlots: []ReapedSlot{}, DroppedEntries: []Entry{}}
 	for _, s := range p.cfg.Slots {
@@ -187,6 +191,5 @@ func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 			p.logEvent("queue_entry_dropped_stale", map[string]any{"entry": e})
 		}
 	}
-	p.sweepGrants()
 	return sw
 }

@@ -42,8 +42,8 @@ func (p *Pool) Status() (*Status, error) {
 			return nil, err
 		}
 		ss := SlotStatus{Slot: s, State: st.State, Record: st.Record}
-		if st.State == lease.Held {
-			ss.Holder = st.Record.Owner
+		if st.Record != nil && !st.Record.Corrupt {
+			ss.Holder = st.Record.Owner // for an unknown slot, the silent holder
 		}
 		if !st.ExpiresAt.IsZero() {
 			ss.ExpiresAt = lease.FormatTime(st.ExpiresAt)
@@ -64,5 +64,7 @@ func (p *Pool) Pump(ctx context.Context, owner string) (Swept, error) {
 	if err := p.checkOwner(owner); err != nil {
 		return Swept{}, err
 	}
-	return p.sweep(ctx, owner), nil
+	sw := p.sweep(ctx, owner)
+	p.sweepGrants()
+	return sw, nil
 }

@@ -21,16 +21,19 @@ type acquireCmd struct {
 	Owner   string `required:"" placeholder:"OWNER" help:"Who takes the slot (must match the owner pattern)."`
 	Session string `placeholder:"NAME" help:"Requester name shown in status (default: the owner)."`
 	waitFlags
-	WaitMs int64 `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds in the queue (exit 1, code timeout). Default: wait as long as it takes."`
+	WaitMs *int64 `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds in the queue (exit 1, code timeout); 0 is --no-wait. Default: wait as long as it takes."`
 	NoWait bool  `name:"no-wait" help:"Take a slot now or refuse at once (exit 1, code saturated, with position and etaMs)."`
 	Shell  bool  `help:"Print export lines for eval (the grant env plus <shellPrefix>_SLOT, _TOKEN, _OWNER) instead of JSON."`
 }
 
 func (c *acquireCmd) Run(e *env) error {
-	if c.WaitMs < 0 {
+	if c.WaitMs != nil && *c.WaitMs < 0 {
 		return cliparse.Usagef("--wait-ms must be zero or more")
 	}
-	if c.NoWait && c.WaitMs > 0 {
+	if c.WaitMs != nil && *c.WaitMs == 0 {
+		c.NoWait = true
+	}
+	if c.NoWait && c.WaitMs != nil && *c.WaitMs > 0 {
 		return cliparse.Usagef("--no-wait and --wait-ms exclude each other")
 	}
 	p, err := e.open(c.waitFlags)
@@ -38,9 +41,9 @@ func (c *acquireCmd) Run(e *env) error {
 		return err
 	}
 	ctx := e.ctx
-	if c.WaitMs > 0 {
+	if c.WaitMs != nil && *c.WaitMs > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.WaitMs)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*c.WaitMs)*time.Millisecond)
 		defer cancel()
 	}
 	progress := newProgress(e.stderr)
@@ -225,7 +228,11 @@ func (c *claimCmd) Run(e *env) error {
 		_, err = fmt.Fprint(e.stdout, text)
 		return err
 	}
-	return e.emit(cl.Grant)
+	g, err := cl.GrantJSON()
+	if err != nil {
+		return err
+	}
+	return e.emit(g)
 }
 
 func firstOf(m map[string]json.RawMessage, keys ...string) json.RawMessage {

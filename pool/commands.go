@@ -67,7 +67,7 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(rec.TTL() / 4)
+		t := time.NewTicker(max(rec.TTL()/4, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {

@@ -33,6 +33,10 @@ const (
 	DefaultShellPrefix   = "POOL_LEASE"
 )
 
+// maxDurationMs bounds the millisecond fields at 366 days, like a lease's
+// TTL; far larger values would overflow a time.Duration.
+const maxDurationMs = lease.MaxTTLMinutes * 60_000
+
 // Config is a validated pool file.
 type Config struct {
 	// File is the pool file's absolute path ("" when built in code).
@@ -184,6 +188,9 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		if err := json.Unmarshal(raw, &v); err != nil || !(v > 0) || math.IsInf(v, 0) {
 			return nil, configErr("$."+f.name, "must be a positive number")
 		}
+		if f.name != "ttlMinutes" && v > maxDurationMs {
+			return nil, configErr("$."+f.name, "must be at most %d (366 days)", int64(maxDurationMs))
+		}
 		f.set(v)
 	}
 	if c.TTLMinutes > lease.MaxTTLMinutes {
@@ -252,15 +259,16 @@ func (c *Config) parseSlots(raw json.RawMessage) error {
 		}
 		ids[s.ID] = i
 		s.Kind = c.KindPrefix + s.ID
+		kindPath := path + ".id"
 		if k, ok := fields["kind"]; ok {
 			ks, isString := k.(string)
 			if !isString {
 				return configErr(path+".kind", "must be a string")
 			}
-			s.Kind = ks
+			s.Kind, kindPath = ks, path+".kind"
 		}
 		if !lease.ValidKind(s.Kind) {
-			return configErr(path+".id", "lease kind %q (kindPrefix + id, or kind) must match %s", s.Kind, lease.KindPattern)
+			return configErr(kindPath, "lease kind %q (kindPrefix + id, or kind) must match %s", s.Kind, lease.KindPattern)
 		}
 		if j, dup := kinds[s.Kind]; dup {
 			if j < 0 {
@@ -379,8 +387,11 @@ func valueText(v any) string {
 	case bool:
 		return strconv.FormatBool(x)
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as JSON.stringify and POOL_SLOT_* write it
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // grantParts computes the env and extra fields a grant of slot carries.

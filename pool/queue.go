@@ -89,34 +89,51 @@ func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry,
 	ts := p.stamp()
 	e := Entry{ID: newID(), Owner: owner, Session: session, Mode: mode, EnqueuedAt: ts, Heartbeat: ts}
 	var pos Position
+	var stale []Entry
 	err := p.withQueueLock(ctx, owner, func() error {
-		live, _ := p.live(p.readQueue())
+		var live []Entry
+		live, stale = p.live(p.readQueue())
 		live = append(live, e)
 		pos = p.position(e.ID, len(live)-1)
 		return p.writeJSON(p.queuePath(), queueDoc{Entries: live})
 	})
+	if err == nil {
+		p.logDropped(stale)
+	}
 	return e, pos, err
+}
+
+// logDropped journals queue entries removed because their waiter went silent.
+func (p *Pool) logDropped(stale []Entry) {
+	for _, e := range stale {
+		p.logEvent("queue_entry_dropped_stale", map[string]any{"entry": e})
+	}
 }
 
 // heartbeatEntry refreshes a waiter's entry and returns its position, or
 // ErrQueueEntryLost when the entry is gone.
 func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, error) {
 	var pos Position
+	var dropped []Entry
 	err := p.withQueueLock(ctx, owner, func() error {
-		all := p.readQueue()
-		live, _ := p.live(all)
+		live, stale := p.live(p.readQueue())
 		for i := range live {
 			if live[i].ID == id {
 				live[i].Heartbeat = p.stamp()
 				pos = p.position(id, i)
-				return p.writeJSON(p.queuePath(), queueDoc{Entries: live})
+				if err := p.writeJSON(p.queuePath(), queueDoc{Entries: live}); err != nil {
+					return err
+				}
+				dropped = stale
+				return nil
 			}
 		}
-		if len(live) != len(all) {
-			_ = p.writeJSON(p.queuePath(), queueDoc{Entries: live})
+		if len(stale) > 0 && p.writeJSON(p.queuePath(), queueDoc{Entries: live}) == nil {
+			dropped = stale
 		}
 		return fmt.Errorf("%w: request %s was dropped after %s without a poll; acquire again", ErrQueueEntryLost, id, p.cfg.WaiterStale)
 	})
+	p.logDropped(dropped)
 	return pos, err
 }
 
@@ -187,9 +204,7 @@ func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 		if err != nil {
 			fmt.Fprintf(p.log, "pool: dropping silent waiters: %v\n", err)
 		}
-		for _, e := range sw.DroppedEntries {
-			p.logEvent("queue_entry_dropped_stale", map[string]any{"entry": e})
-		}
+		p.logDropped(sw.DroppedEntries)
 	}
 	return sw
 }

@@ -7,10 +7,12 @@ import (
 )
 
 // ShellQuote quotes s for a POSIX shell: single quotes, with each single
-// quote written as '\”. Nothing inside single quotes is expanded, so the
-// result is safe to eval whatever s holds ($(…), backticks, newlines).
+// quote written as '"'"' (close, a double-quoted quote, reopen). Nothing
+// inside single quotes is expanded, so the result is safe to eval whatever s
+// holds ($(…), backticks, newlines). The more common '\” form is avoided
+// because mvdan.cc/sh keeps its backslash in an assignment.
 func ShellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
 // ShellExports renders a grant as `export NAME='value'` lines: the grant

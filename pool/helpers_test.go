@@ -1,0 +1,230 @@
+package pool
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// fakeClock is a lease.Clock that moves only when told to, so expiry and
+// staleness are tested without sleeping.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// t0 is the fake clock's start: millisecond-aligned like stored timestamps.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+
+// call is one command the fake runner was asked to run.
+type call struct {
+	Action provision.Action
+	Slot   string
+	Script string
+}
+
+// fakeRunner records every provision, reset and health call; fail (when
+// set) decides each call's result.
+type fakeRunner struct {
+	mu    sync.Mutex
+	calls []call
+	fail  func(ctx context.Context, c call) error
+}
+
+func (r *fakeRunner) run(ctx context.Context, action provision.Action, s *Slot, script string) error {
+	c := call{Action: action, Slot: s.ID, Script: script}
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	fail := r.fail
+	r.mu.Unlock()
+	if fail != nil {
+		return fail(ctx, c)
+	}
+	return nil
+}
+
+func (r *fakeRunner) Calls() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]call(nil), r.calls...)
+}
+
+func (r *fakeRunner) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = nil
+}
+
+func (r *fakeRunner) SetFail(f func(ctx context.Context, c call) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = f
+}
+
+// testPool is a pool over a fresh store with a fake clock and runner.
+type testPool struct {
+	*Pool
+	clock  *fakeClock
+	runner *fakeRunner
+	root   string // the pool file's directory
+	store  string // the store's directory
+}
+
+// twoSlotPool is a pool file with commands, a templated grantEnv and two
+// numeric slots.
+const twoSlotPool = `{
+  "provision": "prov --slot",
+  "health": "check --slot",
+  "grantEnv": {"APP_PORT": "{ports.api}", "DB": "{db}"},
+  "slots": [
+    {"id": 1, "ports": {"api": 3000, "web": 3001}, "db": "acme_test_1"},
+    {"id": 2, "ports": {"api": 3100, "web": 3101}, "db": "acme_test_2"}
+  ]
+}`
+
+// oneSlotPool has a single slot and commands.
+const oneSlotPool = `{
+  "provision": "prov --slot",
+  "health": "check --slot",
+  "slots": [{"id": 1, "db": "acme_test_1"}]
+}`
+
+// newTestPool writes poolJSON to <tmp>/pool.json, loads it and opens the
+// pool over <tmp>/store with a fake clock at t0 and a recording runner
+// (unless opts sets its own).
+func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
+	t.Helper()
+	root := t.TempDir()
+	file := filepath.Join(root, "pool.json")
+	if err := os.WriteFile(file, []byte(poolJSON), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadFile(file)
+	if err != nil {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	clk := &fakeClock{now: t0}
+	storeDir := filepath.Join(root, "store")
+	st, err := lease.Open(storeDir, lease.WithClock(clk))
+	if err != nil {
+		t.Fatalf("lease.Open: %v", err)
+	}
+	fr := &fakeRunner{}
+	if opts.Runner == nil {
+		opts.Runner = fr.run
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 20 * time.Millisecond
+	}
+	p, err := Open(st, cfg, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return &testPool{Pool: p, clock: clk, runner: fr, root: root, store: storeDir}
+}
+
+// mustAcquire grants a slot without waiting or fails the test.
+func (tp *testPool) mustAcquire(t *testing.T, owner string) *Grant {
+	t.Helper()
+	g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: owner, NoWait: true})
+	if err != nil {
+		t.Fatalf("Acquire(%s): %v", owner, err)
+	}
+	return g
+}
+
+// slotState reads a slot's lease state.
+func (tp *testPool) slotState(t *testing.T, id string) lease.State {
+	t.Helper()
+	s, err := tp.Config().SlotByID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tp.Store().Status(s.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.State
+}
+
+// readJSONFile decodes a file or fails the test.
+func readJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, data)
+	}
+}
+
+// logEvents reads pool.log as a list of JSON objects.
+func logEvents(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	return jsonLines(t, filepath.Join(dir, LogFile))
+}
+
+func jsonLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// eventsNamed filters journal events by name.
+func eventsNamed(events []map[string]any, name string) []map[string]any {
+	var out []map[string]any
+	for _, e := range events {
+		if e["event"] == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// grantFiles lists the grant files of a pool directory.
+func grantFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, GrantsDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -9,8 +9,8 @@ import (
 // ShellQuote quotes s for a POSIX shell: single quotes, with each single
 // quote written as '"'"' (close, a double-quoted quote, reopen). Nothing
 // inside single quotes is expanded, so the result is safe to eval whatever s
-// holds ($(…), backticks, newlines). The more common '\” form is avoided
-// because mvdan.cc/sh keeps its backslash in an assignment.
+// holds ($(…), backticks, newlines). The usual form with a backslash-escaped
+// quote is avoided because mvdan.cc/sh keeps that backslash in an assignment.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }

@@ -12,7 +12,7 @@ import (
 // file or the queue changes, so a waiter re-checks within milliseconds of a
 // release instead of at its next poll. It never fails: without events
 // (the directories cannot be watched) the channel stays silent and waiters
-// poll. stop releases the watcher.
+// poll. stop releases the watcher (in the background).
 func (p *Pool) watch(ctx context.Context) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	w, err := fsnotify.NewWatcher()
@@ -64,7 +64,9 @@ func (p *Pool) watch(ctx context.Context) (<-chan struct{}, func()) {
 	}()
 	return ch, func() {
 		cancel()
-		w.Close()
 		<-done
+		// fsnotify's Close waits for its reader goroutine, which took up to
+		// 15 ms here; that wait would sit between a grant and its caller.
+		go w.Close()
 	}
 }

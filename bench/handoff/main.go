@@ -72,15 +72,16 @@ func run(n, pollN, pollMs int) error {
 
 	blocking, err := measure(p, n, func() *exec.Cmd {
 		return exec.Command(bin, "acquire", "--owner", "waiter")
-	}, env, true)
+	}, env, true, 100*time.Millisecond)
 	if err != nil {
 		return fmt.Errorf("blocking waiter: %w", err)
 	}
 	report("blocking acquire (file events)", blocking)
 	if pollN > 0 {
-		script := fmt.Sprintf(`until "%s" acquire --no-wait --owner waiter 2>/dev/null; do sleep %s; done`,
+		script := fmt.Sprintf(`until out=$("%s" acquire --no-wait --owner waiter 2>/dev/null); do sleep %s; done; printf '%%s\n' "$out"`,
 			bin, strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", float64(pollMs)/1000), "0"), "."))
-		polling, err := measure(p, pollN, func() *exec.Cmd { return exec.Command("sh", "-c", script) }, env, false)
+		polling, err := measure(p, pollN, func() *exec.Cmd { return exec.Command("sh", "-c", script) }, env, false,
+			time.Duration(pollMs)*time.Millisecond)
 		if err != nil {
 			return fmt.Errorf("polling waiter: %w", err)
 		}
@@ -92,9 +93,10 @@ func run(n, pollN, pollMs int) error {
 }
 
 // measure runs rounds hand-offs: the bench holds the slot, starts a waiter,
-// lets it settle into its wait, releases, and times until the waiter prints
-// its grant.
-func measure(p *pool.Pool, rounds int, waiter func() *exec.Cmd, env []string, queued bool) ([]time.Duration, error) {
+// lets it settle into its wait for 50 ms plus a random part of spread (for a
+// poller, a random phase of its interval), releases, and times until the
+// waiter prints its grant.
+func measure(p *pool.Pool, rounds int, waiter func() *exec.Cmd, env []string, queued bool, spread time.Duration) ([]time.Duration, error) {
 	ctx := context.Background()
 	var out []time.Duration
 	for i := 0; i < rounds; i++ {
@@ -118,9 +120,7 @@ func measure(p *pool.Pool, rounds int, waiter func() *exec.Cmd, env []string, qu
 				return nil, err
 			}
 		}
-		// Let the waiter settle into its wait (and a poller into a random
-		// phase of its interval) before the release.
-		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
+		time.Sleep(50*time.Millisecond + rand.N(spread))
 		line := make(chan string, 1)
 		go func() {
 			s, _ := bufio.NewReader(stdout).ReadString('\n')

@@ -3,6 +3,7 @@ package leasecli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,12 +42,14 @@ func (c *acquireCmd) Run(e *env) error {
 	}
 	var acq *lease.Acquisition
 	var err error
-	if c.WaitMs > 0 {
+	acq, err = e.store.Acquire(e.ctx, req)
+	if held := (*lease.HeldError)(nil); c.WaitMs > 0 && errors.As(err, &held) {
+		// Say why nothing happens yet; a wait must never look like a hang.
+		fmt.Fprintf(e.stderr, "lease: %s is held by %q until %s; waiting up to %d ms\n",
+			c.Kind, held.Record.Owner, lease.FormatTime(held.ExpiresAt), c.WaitMs)
 		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(c.WaitMs)*time.Millisecond)
 		defer cancel()
 		acq, err = e.store.AcquireWait(ctx, req)
-	} else {
-		acq, err = e.store.Acquire(e.ctx, req)
 	}
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}

@@ -22,8 +22,8 @@ type acquireCmd struct {
 	Session string `placeholder:"NAME" help:"Requester name shown in status (default: the owner)."`
 	waitFlags
 	WaitMs *int64 `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds in the queue (exit 1, code timeout); 0 is --no-wait. Default: wait as long as it takes."`
-	NoWait bool  `name:"no-wait" help:"Take a slot now or refuse at once (exit 1, code saturated, with position and etaMs)."`
-	Shell  bool  `help:"Print export lines for eval (the grant env plus <shellPrefix>_SLOT, _TOKEN, _OWNER) instead of JSON."`
+	NoWait bool   `name:"no-wait" help:"Take a slot now or refuse at once (exit 1, code saturated, with position and etaMs)."`
+	Shell  bool   `help:"Print export lines for eval (the grant env plus <shellPrefix>_SLOT, _TOKEN, _OWNER) instead of JSON."`
 }
 
 func (c *acquireCmd) Run(e *env) error {

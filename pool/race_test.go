@@ -68,7 +68,7 @@ func helperMain(role string) error {
 		return err
 	}
 	owner := role + "-" + os.Getenv(indexEnv)
-	ctx, cancel := context.WithTimeout(context.Background(), helperLife/2)
+	ctx, cancel := context.WithTimeout(context.Background(), helperLife*9/10)
 	defer cancel()
 	switch role {
 	case "waiter":
@@ -333,7 +333,7 @@ func TestProcessesFIFO(t *testing.T) {
 
 func TestProcessesLastSlotRace(t *testing.T) {
 	t.Parallel()
-	procs, rounds := 12, 20
+	procs, rounds := 12, 10
 	if testing.Short() {
 		procs, rounds = 6, 5
 	}

@@ -28,11 +28,9 @@ type Backend interface {
 	Read(kind string) (*Record, error)
 	// Update runs fn inside kind's critical section with the current record
 	// (nil when there is none) and applies the Op it returns; if fn returns
-	// an error nothing is changed. fn may run more than once (a backend may
-	// try it outside the section first when it knows there is no record),
-	// so it must only compute.
-	// Update gives up with ctx's error, or ErrGuardBusy, if the section
-	// cannot be entered in time.
+	// an error nothing is changed. A backend that knows there is no record
+	// (no store yet) may first run fn with nil outside the section, so fn
+	// must act on a record only when it is given one.
 	Update(ctx context.Context, kind string, fn func(cur *Record) (Op, *Record, error)) error
 	// Names lists the record names present, sorted. Names that are not
 	// valid kinds (files of another tool) are included; the Store reports

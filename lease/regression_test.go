@@ -94,3 +94,30 @@ func TestRegressionOwnerPatternAlternation(t *testing.T) {
 		}
 	}
 }
+
+// Was a bug (store.go Acquire): a takeover whose journal line could not be
+// written still replaced the record and returned an error, so the caller
+// treated it as a failure and the lease stayed held with a token nobody had.
+// A takeover, reap or forced release that cannot be journaled must not
+// happen at all.
+func TestRegressionUnjournaledTakeoverDoesNotHappen(t *testing.T) {
+	s, clk := newTestStore(t)
+	mustAcquire(t, s, "deploy", "agent-1", 1)
+	if err := os.Mkdir(filepath.Join(s.Dir(), JournalName), 0o777); err != nil {
+		t.Fatal(err) // a directory where the journal file should be
+	}
+	before := readBytes(t, filepath.Join(s.Dir(), "deploy.json"))
+	clk.Advance(2 * time.Minute)
+	if _, err := s.Acquire(bg, Request{Kind: "deploy", Owner: "agent-2", TTLMinutes: 1}); err == nil {
+		t.Fatal("a takeover that could not be journaled succeeded")
+	}
+	if _, err := s.Reap(bg, "deploy"); err == nil {
+		t.Fatal("a reap that could not be journaled succeeded")
+	}
+	if _, err := s.ForceRelease(bg, "deploy", ""); err == nil {
+		t.Fatal("a forced release that could not be journaled succeeded")
+	}
+	if after := readBytes(t, filepath.Join(s.Dir(), "deploy.json")); string(after) != string(before) {
+		t.Errorf("the record changed:\n%s\nwant\n%s", after, before)
+	}
+}

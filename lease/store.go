@@ -122,19 +122,29 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 		}
 		out = &Acquisition{Record: rec}
 		if cur != nil {
+			// A takeover is journaled before it happens, inside the
+			// critical section: one that cannot be journaled does not
+			// happen.
 			out.TookOverExpired, out.Previous = true, cur
+			if err := s.journal(Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: cur}); err != nil {
+				return OpNone, nil, err
+			}
 		}
 		return OpPut, rec, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if out.TookOverExpired {
-		if err := s.b.Journal(Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: out.Previous}); err != nil {
-			return out, fmt.Errorf("lease %s acquired but the takeover was not journaled: %w", r.Kind, err)
-		}
-	}
 	return out, nil
+}
+
+// journal writes an event, or explains why the change it records was not
+// made.
+func (s *Store) journal(e Event) error {
+	if err := s.b.Journal(e); err != nil {
+		return fmt.Errorf("lease %s: %s refused: it could not be journaled: %w", e.Kind, e.Event, err)
+	}
+	return nil
 }
 
 // Heartbeat refreshes a live lease held by owner with token and returns the
@@ -152,15 +162,15 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
 		switch {
 		case cur == nil:
-			return OpNone, nil, fmt.Errorf("lease %s: %w: nothing to heartbeat; acquire it", kind, ErrNotHeld)
+			return OpNone, nil, fmt.Errorf("%w: %s has no record to heartbeat; acquire it", ErrNotHeld, kind)
 		case cur.Corrupt:
-			return OpNone, nil, fmt.Errorf("lease %s: %w: the record is unreadable (%s)", kind, ErrExpired, cur.Reason)
+			return OpNone, nil, fmt.Errorf("%w: the record of %s is unreadable (%s)", ErrExpired, kind, cur.Reason)
 		case cur.Owner != owner || cur.Token != token:
 			return OpNone, nil, notOwner(kind, cur)
 		}
 		now := s.opts.clock.Now()
 		if cur.Expired(now) {
-			return OpNone, nil, fmt.Errorf("lease %s: %w at %s; it is forfeit, acquire it again", kind, ErrExpired, FormatTime(cur.ExpiresAt()))
+			return OpNone, nil, fmt.Errorf("%w: %s expired at %s and is forfeit; acquire it again", ErrExpired, kind, FormatTime(cur.ExpiresAt()))
 		}
 		next := *cur
 		next.Heartbeat = now.UTC().Truncate(time.Millisecond)
@@ -171,7 +181,10 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 }
 
 func notOwner(kind string, cur *Record) error {
-	return fmt.Errorf("lease %s: %w: held by %q with a different owner or token", kind, ErrNotOwner, cur.Owner)
+	if cur.Corrupt {
+		return fmt.Errorf("%w: the record of %s is unreadable", ErrNotOwner, kind)
+	}
+	return fmt.Errorf("%w: %s is held by %q with a different owner or token", ErrNotOwner, kind, cur.Owner)
 }
 
 // Released reports what a release did.
@@ -230,15 +243,13 @@ func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, e
 			return OpNone, nil, nil
 		}
 		out.Released, out.WasExpired, out.Previous = true, cur.Expired(s.opts.clock.Now()), cur
+		if err := s.journal(Event{Event: EventForceRelease, Kind: kind, By: by, Previous: cur}); err != nil {
+			return OpNone, nil, err
+		}
 		return OpDelete, nil, nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if out.Released {
-		if err := s.b.Journal(Event{Event: EventForceRelease, Kind: kind, By: by, Previous: out.Previous}); err != nil {
-			return out, fmt.Errorf("lease %s force-released but not journaled: %w", kind, err)
-		}
 	}
 	return out, nil
 }
@@ -258,14 +269,14 @@ func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
 		if !cur.Expired(s.opts.clock.Now()) {
 			return OpNone, nil, &notDeadError{kind: kind, rec: cur}
 		}
+		if err := s.journal(Event{Event: EventReap, Kind: kind, Previous: cur}); err != nil {
+			return OpNone, nil, err
+		}
 		prev = cur
 		return OpDelete, nil, nil
 	})
 	if err != nil || prev == nil {
 		return nil, err
-	}
-	if err := s.b.Journal(Event{Event: EventReap, Kind: kind, Previous: prev}); err != nil {
-		return prev, fmt.Errorf("lease %s reaped but not journaled: %w", kind, err)
 	}
 	return prev, nil
 }

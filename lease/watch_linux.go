@@ -9,14 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Watch implements [Watcher] with inotify on the store directory: any
-// removal, rename or completed write of <kind>.json wakes the waiter.
+// Watch implements [Watcher] with inotify on the store directory: the
+// removal of <kind>.json (a release or a reap) wakes the waiter. Writes are
+// not watched: a record written is a lease taken or refreshed, which frees
+// nothing, and waking every waiter on each of them makes a herd.
 func (b *fileBackend) Watch(ctx context.Context, kind string) (<-chan struct{}, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	mask := uint32(unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_DELETE_SELF)
+	mask := uint32(unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF)
 	if _, err := unix.InotifyAddWatch(fd, b.dir, mask); err != nil {
 		unix.Close(fd)
 		return nil, err

@@ -17,6 +17,9 @@ type AcquireRequest struct {
 	Session string
 	// NoWait refuses with ErrSaturated instead of queueing.
 	NoWait bool
+	// Wait bounds the time spent queued (0: no bound). It does not bound
+	// the provisioning of a slot once granted.
+	Wait time.Duration
 	// OnWait is called with the waiter's position when it first queues and
 	// whenever the position or ETA changes.
 	OnWait func(Position)
@@ -40,10 +43,13 @@ func (p *Pool) checkOwner(owner string) error {
 }
 
 // Acquire queues for a slot and waits until this caller may grant itself
-// one, then provisions it and returns the grant. Waiting ends with ctx: a
-// deadline gives a [*QueueError] matching ErrTimeout, a cancellation ctx's
-// error; either way the caller leaves the queue. With NoWait it grants at
-// once or fails with a [*QueueError] matching ErrSaturated.
+// one, then provisions it and returns the grant. A wait longer than r.Wait
+// ends with a [*QueueError] matching ErrTimeout, and so does ctx's deadline
+// if it passes while queued (but a deadline also bounds the provisioning,
+// which r.Wait does not); cancelling ctx ends the wait, or stops a
+// provision in progress, with ctx's error. Either way the
+// caller leaves the queue. With NoWait it grants at once or fails with a
+// [*QueueError] matching ErrSaturated.
 func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 	if err := r.check(p); err != nil {
 		return nil, err
@@ -60,7 +66,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 			_ = p.dequeue(context.WithoutCancel(ctx), entry.ID, r.Owner)
 		}
 	}()
-	g, err := p.await(ctx, entry, r.Owner, wake, r.NoWait, r.OnWait)
+	g, err := p.await(ctx, entry, r.Owner, wake, r.NoWait, r.Wait, r.OnWait)
 	granted = g != nil
 	if err != nil && r.NoWait && errors.Is(err, ErrSaturated) {
 		live, _ := p.live(p.readQueue())
@@ -71,31 +77,47 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 }
 
 // await loops self-grant attempts for a queued entry until it is granted,
-// the entry is lost, or ctx ends. The entry is heartbeated every poll.
-func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan struct{}, noWait bool, onWait func(Position)) (*Grant, error) {
+// the entry is lost, wait (if positive) has passed, or ctx ends. The entry
+// is heartbeated every poll. A busy queue lock is waited out, not fatal: it
+// only means many waiters.
+func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan struct{}, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
 	start := time.Now()
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
 	var last Position
 	nextBeat := time.Time{}
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	for {
 		g, err := p.tryGrant(ctx, e.ID, owner)
-		if err != nil || g != nil {
-			return g, err
-		}
-		if noWait {
+		switch {
+		case g != nil:
+			return g, nil
+		case errors.Is(err, ErrQueueBusy):
+			fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+		case err != nil:
+			return nil, err
+		case noWait:
 			return nil, ErrSaturated
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
 			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrQueueBusy):
+				fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+			case err != nil:
 				return nil, err
+			default:
+				if onWait != nil && (pos.Position != last.Position || pos.EtaMs != last.EtaMs) {
+					onWait(pos)
+				}
+				last = pos
 			}
 			nextBeat = now.Add(p.poll)
-			if onWait != nil && (pos.Position != last.Position || pos.EtaMs != last.EtaMs) {
-				onWait(pos)
-			}
-			last = pos
 		}
 		if !timer.Stop() {
 			select {
@@ -104,13 +126,18 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan str
 			}
 		}
 		timer.Reset(time.Until(nextBeat))
+		timedOut := func() error {
+			return &QueueError{Err: ErrTimeout, RequestID: e.ID, Position: last.Position,
+				EtaMs: last.EtaMs, WaitedMs: time.Since(start).Milliseconds()}
+		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, &QueueError{Err: ErrTimeout, RequestID: e.ID, Position: last.Position,
-					EtaMs: last.EtaMs, WaitedMs: time.Since(start).Milliseconds()}
+				return nil, timedOut()
 			}
 			return nil, ctx.Err()
+		case <-deadline:
+			return nil, timedOut()
 		case <-wake:
 		case <-timer.C:
 		}
@@ -140,10 +167,25 @@ func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, err
 	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos}, nil
 }
 
+// Withdraw takes a request out of the queue (it was given up, or its waiter
+// could not be started). Withdrawing a request that is not queued is not an
+// error.
+func (p *Pool) Withdraw(ctx context.Context, requestID, owner string) error {
+	if err := CheckRequestID(requestID); err != nil {
+		return err
+	}
+	if err := p.dequeue(ctx, requestID, owner); err != nil {
+		return err
+	}
+	p.logEvent("request_withdrawn", map[string]any{"request_id": requestID, "owner": owner})
+	return nil
+}
+
 // Wait is the detached waiter of an async request: it grants the request
 // its slot when its turn comes (which writes the grant file and sends the
-// nudge). When ctx ends first the request leaves the queue.
-func (p *Pool) Wait(ctx context.Context, requestID, owner string) (*Grant, error) {
+// nudge). When ctx ends, or timeout (if positive) passes, first, the
+// request leaves the queue.
+func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.Duration) (*Grant, error) {
 	if err := CheckRequestID(requestID); err != nil {
 		return nil, err
 	}
@@ -162,7 +204,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string) (*Grant, error
 	if entry == nil {
 		return nil, fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, requestID)
 	}
-	g, err := p.await(ctx, *entry, owner, wake, false, nil)
+	g, err := p.await(ctx, *entry, owner, wake, false, timeout, nil)
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
 		p.logEvent("request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})

@@ -54,10 +54,24 @@ func (p *Pool) runShell(ctx context.Context, action provision.Action, s *Slot, s
 	})
 }
 
-// whileHolding runs fn while a background loop heartbeats the slot's lease
-// every quarter TTL. If a heartbeat finds the lease lost, fn's context is
+// heldBeat is the longest gap between heartbeats while a command runs on a
+// held slot: a quarter of the TTL, but at most 2 s, so a lease lost to a
+// forced release is noticed, and the command stopped, within seconds.
+const heldBeat = 2 * time.Second
+
+// whileHolding runs fn while the slot's lease is heartbeated. It beats once
+// first, in the critical section, so fn never starts on a lease that is
+// already lost or about to lapse; then every quarter TTL (at most heldBeat)
+// in the background. If a heartbeat finds the lease lost, fn's context is
 // cancelled and the result is ErrLeaseLost whatever fn returned.
 func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn func(context.Context) error) error {
+	lostErr := func(err error) error { return fmt.Errorf("%w: slot %s: %v", ErrLeaseLost, s.ID, err) }
+	if _, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token); err != nil {
+		if isLoss(err) {
+			return lostErr(err)
+		}
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -67,7 +81,7 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(max(rec.TTL()/4, time.Millisecond))
+		t := time.NewTicker(min(max(rec.TTL()/4, time.Millisecond), heldBeat))
 		defer t.Stop()
 		for {
 			select {
@@ -75,9 +89,8 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 				return
 			case <-t.C:
 			}
-			_, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token)
-			if errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrNotHeld) {
-				lost = fmt.Errorf("%w: slot %s: %v", ErrLeaseLost, s.ID, err)
+			if _, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token); isLoss(err) {
+				lost = lostErr(err)
 				cancel()
 				return
 			}
@@ -90,6 +103,11 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 		return lost
 	}
 	return err
+}
+
+// isLoss reports a heartbeat refusal that means the lease is gone.
+func isLoss(err error) bool {
+	return errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrNotHeld)
 }
 
 // Nudge tells an async requester that its grant is ready.

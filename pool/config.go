@@ -411,6 +411,13 @@ func (c *Config) grantParts(s *Slot) (map[string]string, map[string]any, error) 
 			env[k] = valueText(v)
 		}
 	}
+	for k, v := range env {
+		if strings.ContainsRune(v, 0) {
+			// An environment variable cannot hold a NUL byte; refuse it
+			// here, before a grant is taken that could not be handed out.
+			return nil, nil, configErr("$.grantEnv", "%s of slot %s would hold a NUL byte", k, s.ID)
+		}
+	}
 	fields := map[string]any{}
 	for _, k := range sortedKeys(c.GrantFields) {
 		tmpl, isTemplate := c.GrantFields[k].(string)

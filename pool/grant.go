@@ -165,12 +165,24 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 		if acq.TookOverExpired {
 			p.logEvent("slot_takeover_on_grant", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 		}
-		if err := p.dequeue(ctx, id, owner); err != nil {
-			fmt.Fprintf(p.log, "pool: leaving the queue: %v\n", err)
-		}
+		p.leaveQueue(ctx, id, owner)
 		return p.prepare(ctx, s, acq.Record, entry)
 	}
 	return nil, nil
+}
+
+// leaveQueue removes a granted entry. A granted entry left behind would
+// stand ahead of every later waiter until it went stale, so a busy queue
+// lock is retried, whatever happened to ctx.
+func (p *Pool) leaveQueue(ctx context.Context, id, owner string) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = p.dequeue(ctx, id, owner); err == nil {
+			return
+		}
+	}
+	fmt.Fprintf(p.log, "pool: leaving the queue: %v\n", err)
 }
 
 // prepare provisions and health-checks a slot just acquired for entry,

@@ -207,19 +207,14 @@ func (p *Pool) Reset(ctx context.Context, slotID, owner, token string) (*Slot, e
 	if err := p.checkOwner(owner); err != nil {
 		return nil, err
 	}
-	st, err := p.store.Status(s.Kind)
+	// The heartbeat checks owner, token and expiry inside the critical
+	// section (a lock-free status read could be stale by the time the
+	// reset starts) and gives the reset a fresh TTL.
+	rec, err := p.store.Heartbeat(ctx, s.Kind, owner, token)
 	if err != nil {
-		return nil, err
+		return s, err
 	}
-	switch {
-	case st.State == lease.Free:
-		return s, fmt.Errorf("slot %s: %w: nobody holds it", s.ID, lease.ErrNotHeld)
-	case st.State == lease.Unknown:
-		return s, fmt.Errorf("slot %s: %w", s.ID, lease.ErrExpired)
-	case st.Record.Owner != owner || st.Record.Token != token:
-		return s, fmt.Errorf("slot %s: %w: held by %q with another token", s.ID, lease.ErrNotOwner, st.Record.Owner)
-	}
-	return s, p.resetAndCheck(ctx, s, st.Record)
+	return s, p.resetAndCheck(ctx, s, rec)
 }
 
 func (p *Pool) resetAndCheck(ctx context.Context, s *Slot, rec *lease.Record) error {

@@ -104,6 +104,20 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	if p.env == nil {
 		p.env = os.Environ()
 	}
+	for _, c := range []struct {
+		name, script string
+		takesSlot    bool
+	}{
+		{"provision", p.cmds.provision, true}, {"reset", p.cmds.reset, true},
+		{"health", p.cmds.health, true}, {"nudgeCommand", p.cmds.nudge, false},
+	} {
+		if c.script == "" {
+			continue
+		}
+		if err := provision.Check(c.script, c.takesSlot); err != nil {
+			return nil, fmt.Errorf("%w: the %s command %q: %v", ErrConfig, c.name, c.script, err)
+		}
+	}
 	p.runner = opts.Runner
 	if p.runner == nil {
 		p.runner = p.runShell

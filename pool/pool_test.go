@@ -405,9 +405,9 @@ func TestInvalidArguments(t *testing.T) {
 	add("claim bad owner", err, errBadOwner)
 	_, err = tp.Claim(ctx, "0f1c8e4e-0000-4000-8000-000000000000", "agent-7")
 	add("claim unknown", err, ErrUnknownRequest)
-	_, err = tp.Wait(ctx, "../x", "agent-7")
+	_, err = tp.Wait(ctx, "../x", "agent-7", 0)
 	add("wait ../x", err, ErrInvalid)
-	_, err = tp.Wait(ctx, "not-queued", "agent-7")
+	_, err = tp.Wait(ctx, "not-queued", "agent-7", 0)
 	add("wait not queued", err, ErrQueueEntryLost)
 	_, err = tp.Release(ctx, "9", "a", "t", false)
 	add("release unknown slot", err, ErrInvalid)
@@ -834,7 +834,7 @@ func TestSweepDropsStaleEntry(t *testing.T) {
 	if _, err := tp.Claim(ctx, q.RequestID, "agent-7"); !errors.Is(err, ErrUnknownRequest) {
 		t.Errorf("Claim of a dropped request = %v", err)
 	}
-	if _, err := tp.Wait(ctx, q.RequestID, "agent-7"); !errors.Is(err, ErrQueueEntryLost) {
+	if _, err := tp.Wait(ctx, q.RequestID, "agent-7", 0); !errors.Is(err, ErrQueueEntryLost) {
 		t.Errorf("Wait of a dropped request = %v", err)
 	}
 }
@@ -911,7 +911,7 @@ func startWait(t *testing.T, tp *testPool, id, owner string) (<-chan waitResult,
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		g, err := tp.Wait(ctx, id, owner)
+		g, err := tp.Wait(ctx, id, owner, 0)
 		ch <- waitResult{g, err}
 	}()
 	t.Cleanup(func() {

@@ -15,13 +15,25 @@ import (
 // well within queueLockWait.
 const queueLockTTLMinutes = 0.25
 
-// queueLockWait bounds the wait for the queue lock.
+// queueLockWait bounds one wait for the queue lock. A waiter that hits it
+// keeps waiting in the queue (it only means many waiters); joining the
+// queue retries until the caller's context ends.
 const queueLockWait = 20 * time.Second
 
 // withQueueLock runs fn holding the pool's queue lock: a lease of kind
 // QueueLockKind, so queue and statistics mutations are serialized by the
 // same primitive as everything else, and shared with other implementations.
 func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error) error {
+	lctx, cancel := context.WithTimeout(ctx, queueLockWait)
+	unlock, err := p.lockLocal(lctx)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("%w: waited %s for the other processes of this host", ErrQueueBusy, queueLockWait)
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes}
 	acq, err := p.store.Acquire(ctx, req)
 	if errors.Is(err, lease.ErrHeld) {
@@ -90,13 +102,18 @@ func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry,
 	e := Entry{ID: newID(), Owner: owner, Session: session, Mode: mode, EnqueuedAt: ts, Heartbeat: ts}
 	var pos Position
 	var stale []Entry
-	err := p.withQueueLock(ctx, owner, func() error {
+	join := func() error {
 		var live []Entry
 		live, stale = p.live(p.readQueue())
 		live = append(live, e)
 		pos = p.position(e.ID, len(live)-1)
 		return p.writeJSON(p.queuePath(), queueDoc{Entries: live})
-	})
+	}
+	err := p.withQueueLock(ctx, owner, join)
+	for errors.Is(err, ErrQueueBusy) && ctx.Err() == nil {
+		fmt.Fprintf(p.log, "pool: %v; still trying to join the queue\n", err)
+		err = p.withQueueLock(ctx, owner, join)
+	}
 	if err == nil {
 		p.logDropped(stale)
 	}

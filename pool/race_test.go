@@ -83,6 +83,20 @@ func helperMain(role string) error {
 		time.Sleep(time.Duration(hold) * time.Millisecond)
 		_, err = p.Release(ctx, "1", owner, g.Token, false)
 		return err
+	case "cycler":
+		// Take a slot, hold it, release it; log both instants.
+		g, err := p.Acquire(ctx, AcquireRequest{Owner: owner})
+		if err != nil {
+			return err
+		}
+		got := time.Now().UnixNano()
+		hold, _ := strconv.Atoi(os.Getenv(holdEnv))
+		time.Sleep(time.Duration(hold) * time.Millisecond)
+		gave := time.Now().UnixNano()
+		if _, err := p.Release(ctx, fmt.Sprint(g.Slot), owner, g.Token, false); err != nil {
+			return err
+		}
+		return appendFile(os.Getenv(outEnv), fmt.Sprintf("%v %d %d\n", g.Slot, got, gave))
 	case "racer":
 		rounds, _ := strconv.Atoi(os.Getenv(roundsEnv))
 		dir := os.Getenv(outEnv)
@@ -515,5 +529,49 @@ func TestTinyTTLDoesNotCrash(t *testing.T) {
 			t.Fatalf("ttlMinutes 1e-12 crashes the acquiring process: %v", h.err)
 		}
 		t.Fatalf("helper failed: %v\n%s", h.err, h.out())
+	}
+}
+
+// TestProcessesManyWaiters starts many blocking waiters at once on a pool of
+// two slots. Every one must be granted in the end (a busy queue lock is
+// waited out, never fatal), and no slot may ever have two holders: the
+// intervals each process held a slot never overlap on that slot.
+func TestProcessesManyWaiters(t *testing.T) {
+	t.Parallel()
+	n := 16
+	if testing.Short() {
+		n = 6
+	}
+	pp := newProcPool(t, `{"slots":[{"id":1},{"id":2}]}`, Options{})
+	out := filepath.Join(pp.root, "holds.log")
+	var helpers []*helper
+	for i := range n {
+		helpers = append(helpers, pp.start(t, "cycler", i, outEnv+"="+out, holdEnv+"=20"))
+	}
+	for _, h := range helpers {
+		h.wait(t, 50*time.Second)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hold struct{ from, to int64 }
+	bySlot := map[string][]hold{}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d of %d waiters were granted:\n%s", len(lines), n, data)
+	}
+	for _, line := range lines {
+		var slot string
+		var h hold
+		if _, err := fmt.Sscan(line, &slot, &h.from, &h.to); err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		for _, o := range bySlot[slot] {
+			if h.from < o.to && o.from < h.to {
+				t.Errorf("slot %s had two holders at once: %v and %v", slot, o, h)
+			}
+		}
+		bySlot[slot] = append(bySlot[slot], h)
 	}
 }

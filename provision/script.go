@@ -86,3 +86,16 @@ func describe(cmd syntax.Command) string {
 		return fmt.Sprintf("a %T", cmd)
 	}
 }
+
+// Check reports, as an error wrapping [ErrSyntax], a script that [Run]
+// would refuse: one that does not parse, is empty, or, when takesSlotID,
+// does not end in a simple command the slot id can be appended to. Callers
+// check their commands when they load them, before anything runs.
+func Check(script string, takesSlotID bool) error {
+	id := ""
+	if takesSlotID {
+		id = "slot"
+	}
+	_, err := parseScript(script, id)
+	return err
+}

@@ -31,6 +31,8 @@ func classify(err error) (code string, exit int) {
 		return "not_owner", jsonout.ExitRefused
 	case errors.Is(err, lease.ErrNotDead):
 		return "not_dead", jsonout.ExitRefused
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", jsonout.ExitRefused
 	case errors.Is(err, context.Canceled):
 		return "interrupted", jsonout.ExitRefused
 	case errors.Is(err, lease.ErrGuardBusy):

@@ -40,19 +40,24 @@ func (c *acquireCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx := e.ctx
-	if c.WaitMs != nil && *c.WaitMs > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(*c.WaitMs)*time.Millisecond)
-		defer cancel()
+	var wait time.Duration
+	if c.WaitMs != nil {
+		wait = time.Duration(*c.WaitMs) * time.Millisecond
 	}
 	progress := newProgress(e.stderr)
-	g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, OnWait: progress.show})
+	g, err := p.Acquire(e.ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, Wait: wait, OnWait: progress.show})
 	progress.done()
 	if err != nil {
 		return err
 	}
-	return e.printGrant(p, g, c.Shell)
+	if err := e.printGrant(p, g, c.Shell); err != nil {
+		// A grant nobody received must not hold the slot for a whole TTL.
+		if _, rerr := p.Release(context.WithoutCancel(e.ctx), fmt.Sprint(g.Slot), g.Owner, g.Token, false); rerr != nil {
+			fmt.Fprintf(e.stderr, "pool: releasing slot %v after a failed hand-out: %v\n", g.Slot, rerr)
+		}
+		return err
+	}
+	return nil
 }
 
 func (e *env) printGrant(p *pool.Pool, g *pool.Grant, shell bool) error {
@@ -71,6 +76,7 @@ type requestCmd struct {
 	Owner   string `required:"" placeholder:"OWNER" help:"Who will hold the slot."`
 	Session string `placeholder:"NAME" help:"The session to nudge when the grant is ready (default: the owner)."`
 	waitFlags
+	TimeoutMs int64 `name:"timeout-ms" env:"POOL_WAITER_TIMEOUT_MS" default:"3600000" placeholder:"MS" help:"The detached waiter gives the request up after this long in the queue."`
 }
 
 type requestOut struct {
@@ -87,6 +93,9 @@ type requestOut struct {
 }
 
 func (c *requestCmd) Run(e *env) error {
+	if c.TimeoutMs <= 0 {
+		return cliparse.Usagef("--timeout-ms (POOL_WAITER_TIMEOUT_MS) must be positive")
+	}
 	p, err := e.open(c.waitFlags)
 	if err != nil {
 		return err
@@ -95,9 +104,12 @@ func (c *requestCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	pid, err := e.startWaiter(p, q.RequestID, c.Owner, c.waitFlags)
+	pid, err := e.startWaiter(p, q.RequestID, c.Owner, c.waitFlags, c.TimeoutMs)
 	if err != nil {
-		return &withRequest{err: fmt.Errorf("request %s queued but its waiter did not start: %w", q.RequestID, err), id: q.RequestID}
+		if werr := p.Withdraw(context.WithoutCancel(e.ctx), q.RequestID, c.Owner); werr != nil {
+			fmt.Fprintf(e.stderr, "pool: withdrawing request %s: %v\n", q.RequestID, werr)
+		}
+		return fmt.Errorf("the waiter of request %s did not start, so it was withdrawn: %w", q.RequestID, err)
 	}
 	return e.emit(requestOut{OK: true, Queued: true, RequestID: q.RequestID, ReqIDSnake: q.RequestID,
 		Owner: q.Owner, Session: q.Session, Position: q.Position.Position, EtaMs: q.EtaMs,
@@ -107,7 +119,7 @@ func (c *requestCmd) Run(e *env) error {
 // startWaiter starts this program's hidden waiter verb as a detached
 // process (its own session, no terminal, no inherited output) that grants
 // the request when its turn comes.
-func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags) (int, error) {
+func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags, timeoutMs int64) (int, error) {
 	self, err := exec.LookPath(os.Args[0])
 	if err != nil {
 		if self, err = os.Executable(); err != nil {
@@ -119,7 +131,7 @@ func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags) (int, err
 	}
 	args := []string{filepath.Base(os.Args[0]), "waiter", "--request", id, "--owner", owner,
 		"--pool", p.Config().File, "--store", p.Store().Dir(),
-		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64)}
+		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64), "--timeout-ms", strconv.FormatInt(timeoutMs, 10)}
 	if w.PollMs > 0 {
 		args = append(args, "--poll-ms", strconv.FormatInt(w.PollMs, 10))
 	}
@@ -165,9 +177,7 @@ func (c *waiterCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, time.Duration(c.TimeoutMs)*time.Millisecond)
-	defer cancel()
-	g, err := p.Wait(ctx, c.Request, c.Owner)
+	g, err := p.Wait(e.ctx, c.Request, c.Owner, time.Duration(c.TimeoutMs)*time.Millisecond)
 	if err != nil {
 		return &withRequest{err: err, id: c.Request}
 	}

@@ -44,6 +44,8 @@ func classify(err error) (code string, exit int) {
 		return "expired", jsonout.ExitRefused
 	case errors.Is(err, lease.ErrNotOwner):
 		return "not_owner", jsonout.ExitRefused
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", jsonout.ExitRefused
 	case errors.Is(err, context.Canceled):
 		return "interrupted", jsonout.ExitRefused
 	case errors.Is(err, pool.ErrQueueBusy):

@@ -1,5 +1,6 @@
-# provision.sh: make one slot clean. Runs on every grant (and on reset),
-# in-process under the pool's POSIX shell interpreter, so it needs no bash.
+# provision.sh: make one slot clean. Runs on every grant (and on reset).
+# The pool file sources it (". ./provision.sh --slot"), so it runs inside the
+# pool process's POSIX shell interpreter and needs no sh or bash on the host.
 # The pool passes the slot id as the last argument and describes the slot in
 # POOL_SLOT_* variables; derive every resource name from those, and check
 # them before use.

@@ -105,6 +105,24 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 	return err
 }
 
+// runThenHealth runs script for action and then the health command, on a
+// held slot (see [Pool.whileHolding]). stage is the action whose command
+// failed, or "" when none did (or the lease was lost).
+func (p *Pool) runThenHealth(ctx context.Context, s *Slot, rec *lease.Record, action provision.Action, script string) (stage provision.Action, err error) {
+	err = p.whileHolding(ctx, s, rec, func(ctx context.Context) error {
+		if err := p.run(ctx, action, s, script); err != nil {
+			stage = action
+			return err
+		}
+		if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
+			stage = provision.ActionHealth
+			return err
+		}
+		return nil
+	})
+	return stage, err
+}
+
 // isLoss reports a heartbeat refusal that means the lease is gone.
 func isLoss(err error) bool {
 	return errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrNotHeld)

@@ -202,18 +202,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		p.logEvent(event, map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()})
 		return serr
 	}
-	stage := ""
-	err := p.whileHolding(ctx, s, rec, func(ctx context.Context) error {
-		if err := p.run(ctx, provision.ActionProvision, s, p.cmds.provision); err != nil {
-			stage = "provision"
-			return err
-		}
-		if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
-			stage = "health"
-			return err
-		}
-		return nil
-	})
+	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset", err, false)
@@ -223,9 +212,9 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 			fmt.Fprintf(p.log, "pool: releasing slot %s: %v\n", s.ID, rerr)
 		}
 		return nil, ctx.Err()
-	case stage == "provision":
+	case stage == provision.ActionProvision:
 		return nil, fail(ErrProvisionFailed, StateResetFailed, stateResetFailedLog, err, true)
-	case stage == "health":
+	case stage == provision.ActionHealth:
 		return nil, fail(ErrHealthFailed, StateHealthFailed, stateHealthFailedLog, err, true)
 	case err != nil:
 		return nil, err

@@ -218,24 +218,13 @@ func (p *Pool) Reset(ctx context.Context, slotID, owner, token string) (*Slot, e
 }
 
 func (p *Pool) resetAndCheck(ctx context.Context, s *Slot, rec *lease.Record) error {
-	stage := ""
-	err := p.whileHolding(ctx, s, rec, func(ctx context.Context) error {
-		if err := p.run(ctx, provision.ActionReset, s, p.cmds.reset); err != nil {
-			stage = "reset"
-			return err
-		}
-		if err := p.run(ctx, provision.ActionHealth, s, p.cmds.health); err != nil {
-			stage = "health"
-			return err
-		}
-		return nil
-	})
+	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionReset, p.cmds.reset)
 	switch {
 	case err == nil, errors.Is(err, ErrLeaseLost), ctx.Err() != nil:
 		return err
-	case stage == "reset":
+	case stage == provision.ActionReset:
 		return &SlotError{Err: ErrProvisionFailed, Slot: s, State: StateResetFailed, Cause: err}
-	case stage == "health":
+	case stage == provision.ActionHealth:
 		return &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
 	}
 	return err

@@ -1,45 +1,19 @@
 package leasecli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
-// classify maps an error to its stable code word and exit status. It is the
-// only place the lease CLI decides either.
-func classify(err error) (code string, exit int) {
-	switch {
-	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
-		return "usage", jsonout.ExitUsage
-	case errors.Is(err, lease.ErrTimeout):
-		return "timeout", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrHeld):
-		return "held", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrNotHeld):
-		return "not_held", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrExpired):
-		return "expired", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrNotOwner):
-		return "not_owner", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrNotDead):
-		return "not_dead", jsonout.ExitRefused
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout", jsonout.ExitRefused
-	case errors.Is(err, context.Canceled):
-		return "interrupted", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrGuardBusy):
-		return "guard_busy", jsonout.ExitInternal
-	}
-	return "internal", jsonout.ExitInternal
-}
+// classify maps an error to its code word and exit status: the lease CLI
+// has no errors of its own beyond those every CLI shares.
+func classify(err error) (code string, exit int) { return jsonout.Classify(err) }
 
 // failureOut is every ok:false object. A refusal by a live lease names its
 // holder and when it expires.

@@ -1,26 +1,23 @@
 package poolcli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
 
-// classify maps an error to its stable code word and exit status: the only
-// place the pool CLI decides either.
+// classify maps an error to its code word and exit status: the pool's own
+// errors here, the ones every CLI shares in [jsonout.Classify].
 func classify(err error) (code string, exit int) {
 	var se *pool.SlotError
 	var ce *pool.ClaimError
 	switch {
-	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, pool.ErrConfig),
-		errors.Is(err, pool.ErrInvalid), errors.Is(err, lease.ErrInvalid):
+	case errors.Is(err, pool.ErrConfig), errors.Is(err, pool.ErrInvalid):
 		return "usage", jsonout.ExitUsage
 	case errors.As(err, &ce):
 		return ce.State, jsonout.ExitRefused
@@ -36,24 +33,10 @@ func classify(err error) (code string, exit int) {
 		return "unknown_request", jsonout.ExitRefused
 	case errors.Is(err, pool.ErrLeaseLost):
 		return "lease_lost", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrHeld):
-		return "held", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrNotHeld):
-		return "not_held", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrExpired):
-		return "expired", jsonout.ExitRefused
-	case errors.Is(err, lease.ErrNotOwner):
-		return "not_owner", jsonout.ExitRefused
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout", jsonout.ExitRefused
-	case errors.Is(err, context.Canceled):
-		return "interrupted", jsonout.ExitRefused
 	case errors.Is(err, pool.ErrQueueBusy):
 		return "queue_busy", jsonout.ExitInternal
-	case errors.Is(err, lease.ErrGuardBusy):
-		return "guard_busy", jsonout.ExitInternal
 	}
-	return "internal", jsonout.ExitInternal
+	return jsonout.Classify(err)
 }
 
 // failureOut is every ok:false object; the optional fields say where a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -21,9 +22,26 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // FormatTime renders t the way records store timestamps.
 func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
-// ParseTime reads a record timestamp. It accepts any RFC 3339 time, with or
-// without fractional seconds.
-func ParseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+// ParseTime reads a record timestamp as JavaScript's Date.parse reads the
+// ISO forms: any RFC 3339 time (lower-case t and z, or a space for the T,
+// included), a date-time without an offset (local time), or a date alone
+// (UTC midnight).
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	u := strings.ToUpper(s)
+	if len(u) > 10 && u[10] == ' ' {
+		u = u[:10] + "T" + u[11:]
+	}
+	if t, err := time.Parse(time.RFC3339Nano, u); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05.999999999", u, time.Local); err == nil {
+		return t, nil
+	}
+	return time.Parse("2006-01-02", u)
+}
 
 // Record is one lease as stored in <kind>.json.
 //
@@ -51,9 +69,13 @@ type Record struct {
 	Reason  string
 }
 
-// TTL returns the record's time to live as a duration.
+// TTL returns the record's time to live as a duration, at most about 292
+// years (a record written by hand may hold any positive TTL).
 func (r *Record) TTL() time.Duration {
-	return time.Duration(r.TTLMinutes * float64(time.Minute))
+	if d := r.TTLMinutes * float64(time.Minute); d < math.MaxInt64 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
 }
 
 // ExpiresAt is the instant after which the record is expired. It is the zero
@@ -164,8 +186,15 @@ func (r *Record) encodeFile() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// DecodeRecord parses the bytes of <kind>.json. It never fails: anything it
-// cannot trust comes back as a corrupt record for kind.
+// DecodeRecord parses the bytes of <kind>.json. It never fails: a record
+// that cannot be trusted comes back corrupt (and so reads as unknown). The
+// rules follow the Node tool's wherever they can, so that the two never
+// disagree about whether a lease is held: a record is corrupt when it is
+// not a JSON object, when its "v" is not 1, when its heartbeat is not a
+// time, or when its ttlMinutes is not a positive number. A missing or
+// mistyped owner or token reads as empty (such a lease cannot be
+// heartbeated or released, and lapses at its TTL, as in the Node tool), and
+// the kind is always the file's.
 func DecodeRecord(kind string, data []byte) *Record {
 	bad := func(reason string) *Record {
 		return &Record{Kind: kind, Corrupt: true, Raw: string(data), Reason: reason}
@@ -177,7 +206,7 @@ func DecodeRecord(kind string, data []byte) *Record {
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
 		return bad("not a JSON object")
 	}
-	r := &Record{}
+	r := &Record{V: RecordVersion, Kind: kind}
 	var v float64
 	if err := strictField(fields, "v", &v); err != nil {
 		return bad(err.Error())
@@ -185,18 +214,8 @@ func DecodeRecord(kind string, data []byte) *Record {
 	if v != RecordVersion {
 		return bad(fmt.Sprintf("unsupported record version %v", v))
 	}
-	r.V = RecordVersion
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"kind", &r.Kind}, {"owner", &r.Owner}, {"token", &r.Token}} {
-		if err := strictField(fields, f.name, f.dst); err != nil {
-			return bad(err.Error())
-		}
-	}
-	if r.Token == "" || r.Owner == "" {
-		return bad("empty owner or token")
-	}
+	_ = json.Unmarshal(fields["owner"], &r.Owner)
+	_ = json.Unmarshal(fields["token"], &r.Token)
 	var hb, acq string
 	if err := strictField(fields, "heartbeat", &hb); err != nil {
 		return bad(err.Error())
@@ -209,8 +228,8 @@ func DecodeRecord(kind string, data []byte) *Record {
 	if err := strictField(fields, "ttlMinutes", &r.TTLMinutes); err != nil {
 		return bad(err.Error())
 	}
-	if !(r.TTLMinutes > 0) || math.IsInf(r.TTLMinutes, 0) || r.TTLMinutes > MaxTTLMinutes {
-		return bad("ttlMinutes out of range")
+	if !(r.TTLMinutes > 0) || math.IsInf(r.TTLMinutes, 0) {
+		return bad("ttlMinutes is not a positive number")
 	}
 	if raw, ok := fields["payload"]; ok && string(raw) != "null" {
 		r.Payload = raw
@@ -222,9 +241,6 @@ func DecodeRecord(kind string, data []byte) *Record {
 	}
 	if r.AcquiredAt.IsZero() {
 		r.AcquiredAt = r.Heartbeat
-	}
-	if r.Kind != kind {
-		return bad(fmt.Sprintf("kind %q does not match the file name", r.Kind))
 	}
 	for _, k := range knownFields {
 		delete(fields, k)

@@ -15,7 +15,7 @@ type acquireCmd struct {
 	Kind    string  `required:"" placeholder:"KIND" help:"Lease kind: a slug matching ${kind_pattern}."`
 	Owner   string  `required:"" placeholder:"OWNER" help:"Who holds the lease (must match the owner pattern)."`
 	TTL     float64 `name:"ttl" required:"" placeholder:"MINUTES" help:"Minutes of silence before the lease expires; fractions allowed (0.5 = 30 s)."`
-	Payload string  `placeholder:"JSON" help:"Any JSON value to keep with the lease (readable by anyone; no secrets)."`
+	Payload *string `placeholder:"JSON" help:"Any JSON value to keep with the lease (readable by anyone; no secrets)."`
 	WaitMs  int64   `name:"wait-ms" placeholder:"MS" help:"If held, wait up to this many milliseconds for it to come free (0: refuse at once)."`
 }
 
@@ -34,11 +34,11 @@ func (c *acquireCmd) Run(e *env) error {
 		return cliparse.Usagef("--wait-ms must be zero or more")
 	}
 	req := lease.Request{Kind: c.Kind, Owner: c.Owner, TTLMinutes: c.TTL}
-	if c.Payload != "" {
-		if !json.Valid([]byte(c.Payload)) {
+	if c.Payload != nil {
+		if !json.Valid([]byte(*c.Payload)) {
 			return cliparse.Usagef("--payload must be valid JSON")
 		}
-		req.Payload = json.RawMessage(c.Payload)
+		req.Payload = json.RawMessage(*c.Payload)
 	}
 	var acq *lease.Acquisition
 	var err error

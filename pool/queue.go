@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -34,8 +35,15 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 		return err
 	}
 	defer unlock()
-	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes}
+	// The payload names this process, so that if it dies holding the lock
+	// the next process can prove it and take the lock at once instead of
+	// after its TTL.
+	self, _ := json.Marshal(lease.Self())
+	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes, Payload: self}
 	acq, err := p.store.Acquire(ctx, req)
+	if rec := lease.LiveRecord(err); rec != nil && p.recoverDeadLock(ctx, rec) {
+		acq, err = p.store.Acquire(ctx, req)
+	}
 	if errors.Is(err, lease.ErrHeld) {
 		wctx, cancel := context.WithTimeout(ctx, queueLockWait)
 		acq, err = p.store.AcquireWait(wctx, req)
@@ -53,6 +61,24 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 		}
 	}()
 	return fn()
+}
+
+// recoverDeadLock releases a queue lock held for a process that has
+// provably died (its payload names it; a live process of this
+// implementation would also hold the local flock we now hold). The release
+// is fenced by the dead holder's token, so a lock taken over meanwhile is
+// left alone. A lock whose payload names no process (the Node tool's) waits
+// for its TTL.
+func (p *Pool) recoverDeadLock(ctx context.Context, rec *lease.Record) bool {
+	var holder lease.Process
+	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 || !holder.Dead() {
+		return false
+	}
+	if _, err := p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {
+		return false
+	}
+	p.logEvent("queue_lock_recovered", map[string]any{"owner": rec.Owner, "pid": holder.PID})
+	return true
 }
 
 func (p *Pool) queuePath() string { return filepath.Join(p.dir, QueueFile) }

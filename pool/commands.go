@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -59,50 +58,55 @@ func (p *Pool) runShell(ctx context.Context, action provision.Action, s *Slot, s
 // forced release is noticed, and the command stopped, within seconds.
 const heldBeat = 2 * time.Second
 
-// whileHolding runs fn while the slot's lease is heartbeated. It beats once
-// first, in the critical section, so fn never starts on a lease that is
-// already lost or about to lapse; then every quarter TTL (at most heldBeat)
-// in the background. If a heartbeat finds the lease lost, fn's context is
-// cancelled and the result is ErrLeaseLost whatever fn returned.
+// whileHolding runs fn while the slot's lease is kept alive by a
+// [lease.Hold]. The hold beats once first, in the critical section, so fn
+// never starts on a lease that is already lost or about to lapse. If the
+// lease is lost meanwhile, fn's context is cancelled and the result is
+// ErrLeaseLost whatever fn returned. The lease stays held afterwards.
 func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn func(context.Context) error) error {
-	lostErr := func(err error) error { return fmt.Errorf("%w: slot %s: %v", ErrLeaseLost, s.ID, err) }
-	if _, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token); err != nil {
-		if isLoss(err) {
+	lostErr := func(err error) error { return fmt.Errorf("%w: slot %s: %w", ErrLeaseLost, s.ID, err) }
+	h, err := p.store.Keep(ctx, s.Kind, rec.Owner, rec.Token, lease.HoldOptions{
+		Interval: min(rec.TTL()/4, heldBeat),
+	})
+	if err != nil {
+		if errors.Is(err, lease.ErrLost) {
 			return lostErr(err)
 		}
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		lost error
-	)
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		t := time.NewTicker(min(max(rec.TTL()/4, time.Millisecond), heldBeat))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := p.store.Heartbeat(ctx, s.Kind, rec.Owner, rec.Token); isLoss(err) {
-				lost = lostErr(err)
-				cancel()
-				return
-			}
+		select {
+		case <-h.Done():
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
-	err := fn(ctx)
-	cancel()
-	wg.Wait()
-	if lost != nil {
-		return lost
+	err = fn(ctx)
+	h.Stop()
+	if lost := h.Err(); lost != nil {
+		return lostErr(lost)
 	}
 	return err
+}
+
+// Keep starts keeping a grant's slot lease alive (see [lease.Store.Keep]);
+// the hold's Release gives the slot back through [Pool.Release], so the
+// hold time feeds the pool's ETAs.
+func (p *Pool) Keep(ctx context.Context, g *Grant, o lease.HoldOptions) (*lease.Hold, error) {
+	slotID := fmt.Sprint(g.Slot)
+	if o.Release == nil {
+		o.Release = func(ctx context.Context) error {
+			_, err := p.Release(ctx, slotID, g.Owner, g.Token, false)
+			return err
+		}
+	}
+	h, err := p.store.Keep(ctx, g.Kind, g.Owner, g.Token, o)
+	if err != nil && errors.Is(err, lease.ErrLost) {
+		return nil, fmt.Errorf("%w: slot %s: %w", ErrLeaseLost, slotID, err)
+	}
+	return h, err
 }
 
 // runThenHealth runs script for action and then the health command, on a
@@ -121,11 +125,6 @@ func (p *Pool) runThenHealth(ctx context.Context, s *Slot, rec *lease.Record, ac
 		return nil
 	})
 	return stage, err
-}
-
-// isLoss reports a heartbeat refusal that means the lease is gone.
-func isLoss(err error) bool {
-	return errors.Is(err, lease.ErrExpired) || errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrNotHeld)
 }
 
 // Nudge tells an async requester that its grant is ready.

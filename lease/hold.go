@@ -1,0 +1,222 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrLost reports that a lease kept by a [Hold] is no longer the holder's:
+// it expired before a heartbeat reached it, it was taken over or released
+// by force, or two heartbeats in a row failed. Whatever the lease protects
+// must stop being used at once.
+var ErrLost = errors.New("lease: lost")
+
+// Heartbeat bounds of a [Hold].
+const (
+	// MinBeatInterval is the shortest interval a Hold beats at: more often
+	// would only contend for the guard.
+	MinBeatInterval = 10 * time.Millisecond
+	// maxRetryPause bounds the pause before the one retry of a failed
+	// heartbeat: a transient failure (a busy guard, a full disk being
+	// cleaned) gets a second chance soon, well inside any sane TTL.
+	maxRetryPause = 5 * time.Second
+)
+
+// HoldOptions tune a [Hold]. The zero value chooses the defaults.
+type HoldOptions struct {
+	// Interval is the time between heartbeats. Zero means an eighth of the
+	// TTL, so six beats can fail or be late before the lease lapses. It is
+	// raised to MinBeatInterval.
+	Interval time.Duration
+	// RetryPause is the pause before a failed heartbeat is retried once.
+	// Zero means half the interval, at most 5 s.
+	RetryPause time.Duration
+	// Release gives the lease back. Nil means [Store.Release] with the
+	// hold's kind, owner and token; a pool passes its own, which also
+	// keeps its statistics.
+	Release func(ctx context.Context) error
+}
+
+// Hold keeps one held lease alive, in the spirit of etcd's
+// concurrency.Session: a goroutine heartbeats it every interval, retries a
+// failed heartbeat once after a short pause, and declares the lease lost on
+// the second failure in a row, on a definite refusal (expired, not owner,
+// no record) or when the last confirmed expiry passes without a successful
+// heartbeat. Loss closes [Hold.Done] and is reported by [Hold.Err].
+//
+// [Hold.Stop] stops heartbeating and leaves the lease to expire (or to be
+// released by someone holding the token); [Hold.Release] stops and gives
+// it back, exactly once. A Hold is safe for concurrent use.
+type Hold struct {
+	store              *Store
+	kind, owner, token string
+	interval, pause    time.Duration
+	release            func(ctx context.Context) error
+
+	done    chan struct{} // closed on loss
+	stop    chan struct{} // closed by Stop
+	stopped chan struct{} // closed when the loop has ended
+
+	mu  sync.Mutex
+	rec *Record
+	err error
+
+	stopOnce    sync.Once
+	releaseOnce sync.Once
+	releaseErr  error
+}
+
+// Keep starts keeping the lease on kind that owner holds with token. It
+// heartbeats once before it returns, so a Hold never starts on a lease that
+// is already gone: that first refusal is returned wrapped in ErrLost, any
+// other failure as it is. Cancelling ctx stops the heartbeats as
+// [Hold.Stop] does; it is not a loss.
+func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptions) (*Hold, error) {
+	rec, err := s.Heartbeat(ctx, kind, owner, token)
+	if err != nil {
+		if definiteLoss(err) {
+			return nil, fmt.Errorf("%w: %w", ErrLost, err)
+		}
+		return nil, err
+	}
+	h := &Hold{
+		store: s, kind: kind, owner: owner, token: token, rec: rec,
+		interval: o.Interval, pause: o.RetryPause, release: o.Release,
+		done: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	if h.interval <= 0 {
+		h.interval = rec.TTL() / 8
+	}
+	h.interval = max(h.interval, MinBeatInterval)
+	if h.pause <= 0 {
+		h.pause = min(h.interval/2, maxRetryPause)
+	}
+	if h.release == nil {
+		h.release = func(ctx context.Context) error {
+			_, err := s.Release(ctx, kind, owner, token)
+			return err
+		}
+	}
+	go h.loop(ctx)
+	return h, nil
+}
+
+// definiteLoss reports a heartbeat refusal that means the lease is gone,
+// as opposed to a failure that a retry may get past.
+func definiteLoss(err error) bool {
+	return errors.Is(err, ErrExpired) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotHeld)
+}
+
+// Kind is the kept lease's kind.
+func (h *Hold) Kind() string { return h.kind }
+
+// Token is the kept lease's fencing token.
+func (h *Hold) Token() string { return h.token }
+
+// Interval is the time between heartbeats.
+func (h *Hold) Interval() time.Duration { return h.interval }
+
+// Record is the record as of the last successful heartbeat.
+func (h *Hold) Record() *Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rec
+}
+
+// Done is closed when the lease is lost. It is never closed by Stop,
+// Release or the cancellation of Keep's context.
+func (h *Hold) Done() <-chan struct{} { return h.done }
+
+// Err is nil while the lease is held (and after a clean Stop or Release);
+// once Done is closed it is the loss, wrapping ErrLost and its cause.
+func (h *Hold) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Stop ends the heartbeats and waits for the heartbeat goroutine to finish.
+// The lease stays as it is and expires after its TTL. It is idempotent.
+func (h *Hold) Stop() {
+	h.stopOnce.Do(func() { close(h.stop) })
+	<-h.stopped
+}
+
+// Release stops the heartbeats and gives the lease back, once: later calls
+// return the first call's result. A lease already lost is not touched, and
+// the loss is returned (it matches ErrLost).
+func (h *Hold) Release(ctx context.Context) error {
+	h.releaseOnce.Do(func() {
+		h.Stop()
+		if err := h.Err(); err != nil {
+			h.releaseErr = err
+			return
+		}
+		h.releaseErr = h.release(ctx)
+	})
+	return h.releaseErr
+}
+
+func (h *Hold) loop(ctx context.Context) {
+	defer close(h.stopped)
+	beat := time.NewTimer(h.interval)
+	defer beat.Stop()
+	expiry := time.NewTimer(h.untilExpiry())
+	defer expiry.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.stop:
+			return
+		case <-expiry.C:
+			h.lose(fmt.Errorf("%w: %s expired at %s before a heartbeat reached it", ErrExpired, h.kind, FormatTime(h.Record().ExpiresAt())))
+			return
+		case <-beat.C:
+		}
+		rec, err := h.store.Heartbeat(ctx, h.kind, h.owner, h.token)
+		switch {
+		case err == nil:
+			failures = 0
+			h.mu.Lock()
+			h.rec = rec
+			h.mu.Unlock()
+			resetTimer(expiry, h.untilExpiry())
+			resetTimer(beat, h.interval)
+		case ctx.Err() != nil:
+			return
+		case definiteLoss(err):
+			h.lose(err)
+			return
+		default:
+			failures++
+			if failures >= 2 {
+				h.lose(fmt.Errorf("two heartbeats in a row failed: %w", err))
+				return
+			}
+			resetTimer(beat, h.pause)
+		}
+	}
+}
+
+// untilExpiry is the time left before the last confirmed record lapses.
+func (h *Hold) untilExpiry() time.Duration {
+	return max(h.Record().ExpiresAt().Sub(h.store.Now()), 0)
+}
+
+func (h *Hold) lose(cause error) {
+	h.mu.Lock()
+	h.err = fmt.Errorf("%w: %s: %w", ErrLost, h.kind, cause)
+	h.mu.Unlock()
+	close(h.done)
+}
+
+// resetTimer restarts t for d, draining a tick that fired meanwhile.
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
+}

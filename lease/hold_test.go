@@ -1,0 +1,228 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// flakyBackend fails the next n mutations, to stand for a busy guard or a
+// full disk without waiting for either.
+type flakyBackend struct {
+	Backend
+	fail atomic.Int32
+}
+
+var errFlaky = errors.New("injected failure")
+
+func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
+	if b.fail.Add(-1) >= 0 {
+		return errFlaky
+	}
+	b.fail.Store(0)
+	return b.Backend.Update(ctx, kind, fn)
+}
+
+// realStore is a store on the real clock: a Hold's timers run on real time.
+func realStore(t *testing.T) (*Store, *flakyBackend) {
+	t.Helper()
+	fb := &flakyBackend{Backend: newFileBackend(filepath.Join(t.TempDir(), "store"), realClock{}, guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale})}
+	s, err := New(fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fb
+}
+
+// ttl300ms is a TTL in minutes short enough to lapse within a test.
+const ttl300ms = 0.005
+
+func keep(t *testing.T, s *Store, rec *Record, o HoldOptions) *Hold {
+	t.Helper()
+	h, err := s.Keep(context.Background(), rec.Kind, rec.Owner, rec.Token, o)
+	if err != nil {
+		t.Fatalf("Keep: %v", err)
+	}
+	t.Cleanup(h.Stop)
+	return h
+}
+
+func waitDone(t *testing.T, h *Hold, within time.Duration) error {
+	t.Helper()
+	select {
+	case <-h.Done():
+		return h.Err()
+	case <-time.After(within):
+		t.Fatalf("the hold did not report a loss within %s", within)
+		return nil
+	}
+}
+
+func TestHoldKeepsTheLeaseAlive(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", ttl300ms)
+	h := keep(t, s, rec, HoldOptions{})
+	if h.Interval() != 37500*time.Microsecond {
+		t.Errorf("default interval = %s, want TTL/8 = 37.5ms", h.Interval())
+	}
+	time.Sleep(1 * time.Second) // more than three TTLs
+	st, err := s.Status("k")
+	if err != nil || st.State != Held || st.Record.Token != rec.Token {
+		t.Fatalf("after three TTLs under a hold: %+v, %v; want held with the same token", st, err)
+	}
+	if !st.Record.Heartbeat.After(rec.Heartbeat) || !h.Record().Heartbeat.After(rec.Heartbeat) {
+		t.Errorf("heartbeat did not advance")
+	}
+	select {
+	case <-h.Done():
+		t.Fatalf("lost: %v", h.Err())
+	default:
+	}
+}
+
+func TestHoldReportsDefiniteLoss(t *testing.T) {
+	tests := []struct {
+		name  string
+		steal func(s *Store)
+		want  error
+	}{
+		{"forced release", func(s *Store) { _, _ = s.ForceRelease(context.Background(), "k", "op") }, ErrNotHeld},
+		{"taken over", func(s *Store) {
+			_, _ = s.ForceRelease(context.Background(), "k", "op")
+			mustAcquire(t, s, "k", "thief", 1)
+		}, ErrNotOwner},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := realStore(t)
+			rec := mustAcquire(t, s, "k", "o", 1)
+			h := keep(t, s, rec, HoldOptions{Interval: 20 * time.Millisecond})
+			tt.steal(s)
+			err := waitDone(t, h, 5*time.Second)
+			if !errors.Is(err, ErrLost) || !errors.Is(err, tt.want) {
+				t.Fatalf("Err() = %v, want ErrLost and %v", err, tt.want)
+			}
+			if rerr := h.Release(context.Background()); !errors.Is(rerr, ErrLost) {
+				t.Errorf("Release after a loss = %v, want the loss", rerr)
+			}
+			if tt.want == ErrNotOwner {
+				if st, _ := s.Status("k"); st.State != Held || st.Record.Owner != "thief" {
+					t.Errorf("release after loss touched the successor: %+v", st)
+				}
+			}
+		})
+	}
+}
+
+func TestHoldLosesALeaseThatLapses(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", ttl300ms)
+	start := time.Now()
+	h := keep(t, s, rec, HoldOptions{Interval: time.Hour})
+	err := waitDone(t, h, 5*time.Second)
+	if !errors.Is(err, ErrLost) || !errors.Is(err, ErrExpired) {
+		t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
+	}
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Errorf("declared lost after %s, before the TTL", el)
+	}
+}
+
+func TestHoldRetriesOnceThenLoses(t *testing.T) {
+	s, fb := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	h := keep(t, s, rec, HoldOptions{Interval: 30 * time.Millisecond, RetryPause: 10 * time.Millisecond})
+
+	fb.fail.Store(1) // one failure: the retry gets through
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-h.Done():
+		t.Fatalf("one failed heartbeat was a loss: %v", h.Err())
+	default:
+	}
+
+	fb.fail.Store(2) // two in a row: lost
+	err := waitDone(t, h, 5*time.Second)
+	if !errors.Is(err, ErrLost) || !errors.Is(err, errFlaky) {
+		t.Fatalf("Err() = %v, want ErrLost wrapping the failure", err)
+	}
+}
+
+func TestHoldReleasesExactlyOnce(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	var calls atomic.Int32
+	h := keep(t, s, rec, HoldOptions{Interval: 10 * time.Millisecond, Release: func(ctx context.Context) error {
+		calls.Add(1)
+		_, err := s.Release(ctx, "k", "o", rec.Token)
+		return err
+	}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := h.Release(context.Background()); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("release ran %d times, want 1", n)
+	}
+	if st, _ := s.Status("k"); st.State != Free {
+		t.Errorf("after Release: %s, want free", st.State)
+	}
+	select {
+	case <-h.Done():
+		t.Errorf("a release closed Done: %v", h.Err())
+	default:
+	}
+}
+
+func TestHoldStopLeavesTheLease(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	h := keep(t, s, rec, HoldOptions{Interval: 10 * time.Millisecond})
+	h.Stop()
+	h.Stop() // idempotent
+	beat := h.Record().Heartbeat
+	time.Sleep(50 * time.Millisecond)
+	st, _ := s.Status("k")
+	if st.State != Held || !st.Record.Heartbeat.Equal(beat) {
+		t.Errorf("after Stop: %s beat %s, want held and no more beats after %s", st.State, st.Record.Heartbeat, beat)
+	}
+	if h.Err() != nil {
+		t.Errorf("Stop reported %v", h.Err())
+	}
+}
+
+func TestHoldContextCancelIsNotALoss(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := s.Keep(ctx, "k", "o", rec.Token, HoldOptions{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	h.Stop() // returns once the goroutine has seen the cancellation
+	if h.Err() != nil {
+		t.Errorf("cancellation reported %v", h.Err())
+	}
+}
+
+func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
+	s, _ := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	if _, err := s.Keep(context.Background(), "k", "o", "wrong-token", HoldOptions{}); !errors.Is(err, ErrLost) || !errors.Is(err, ErrNotOwner) {
+		t.Errorf("Keep with a wrong token = %v, want ErrLost and ErrNotOwner", err)
+	}
+	_, _ = s.Release(context.Background(), "k", "o", rec.Token)
+	if _, err := s.Keep(context.Background(), "k", "o", rec.Token, HoldOptions{}); !errors.Is(err, ErrLost) || !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Keep after release = %v, want ErrLost and ErrNotHeld", err)
+	}
+}

@@ -210,7 +210,7 @@ func (h *Hold) untilExpiry() time.Duration {
 
 func (h *Hold) lose(cause error) {
 	h.mu.Lock()
-	h.err = fmt.Errorf("%w: %s: %w", ErrLost, h.kind, cause)
+	h.err = fmt.Errorf("%w: %w", ErrLost, cause)
 	h.mu.Unlock()
 	close(h.done)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/progress"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -44,9 +45,9 @@ func (c *acquireCmd) Run(e *env) error {
 	if c.WaitMs != nil {
 		wait = time.Duration(*c.WaitMs) * time.Millisecond
 	}
-	progress := newProgress(e.stderr)
-	g, err := p.Acquire(e.ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, Wait: wait, OnWait: progress.show})
-	progress.done()
+	line := progress.New(e.stderr, "pool")
+	g, err := p.Acquire(e.ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, Wait: wait, OnWait: line.Show})
+	line.Done()
 	if err != nil {
 		return err
 	}

@@ -11,33 +11,9 @@ import (
 	"github.com/durable-lease/durable-lease/pool"
 )
 
-// classify maps an error to its code word and exit status: the pool's own
-// errors here, the ones every CLI shares in [jsonout.Classify].
-func classify(err error) (code string, exit int) {
-	var se *pool.SlotError
-	var ce *pool.ClaimError
-	switch {
-	case errors.Is(err, pool.ErrConfig), errors.Is(err, pool.ErrInvalid):
-		return "usage", jsonout.ExitUsage
-	case errors.As(err, &ce):
-		return ce.State, jsonout.ExitRefused
-	case errors.As(err, &se):
-		return se.State, jsonout.ExitRefused
-	case errors.Is(err, pool.ErrSaturated):
-		return "saturated", jsonout.ExitRefused
-	case errors.Is(err, pool.ErrTimeout):
-		return "timeout", jsonout.ExitRefused
-	case errors.Is(err, pool.ErrQueueEntryLost):
-		return "queue_entry_lost", jsonout.ExitRefused
-	case errors.Is(err, pool.ErrUnknownRequest):
-		return "unknown_request", jsonout.ExitRefused
-	case errors.Is(err, pool.ErrLeaseLost):
-		return "lease_lost", jsonout.ExitRefused
-	case errors.Is(err, pool.ErrQueueBusy):
-		return "queue_busy", jsonout.ExitInternal
-	}
-	return jsonout.Classify(err)
-}
+// classify maps an error to its code word and exit status; the mapping
+// is shared with pool-run in [jsonout.Classify].
+func classify(err error) (code string, exit int) { return jsonout.Classify(err) }
 
 // failureOut is every ok:false object; the optional fields say where a
 // refused waiter stood, which slot failed, or who holds a slot.

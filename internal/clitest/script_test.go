@@ -23,6 +23,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/leasecli"
 	"github.com/durable-lease/durable-lease/internal/poolcli"
+	"github.com/durable-lease/durable-lease/internal/poolruncli"
 )
 
 // mainFunc is the shape of every CLI's testable entry point.
@@ -31,8 +32,9 @@ type mainFunc func(ctx context.Context, args []string, stdout, stderr io.Writer)
 // commands are the CLIs the scripts run with `exec NAME ...`. Add a CLI by
 // adding one line here.
 var commands = map[string]func(){
-	"lease": cli(leasecli.Main),
-	"pool":  cli(poolcli.Main),
+	"lease":    cli(leasecli.Main),
+	"pool":     cli(poolcli.Main),
+	"pool-run": func() { os.Exit(poolruncli.Process()) },
 }
 
 // cli runs main as a process would: arguments without the program name,

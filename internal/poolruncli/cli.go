@@ -1,0 +1,351 @@
+// Package poolruncli is the pool-run command: it parses the command line,
+// resolves flags, the gate file and the environment into runner options,
+// runs the work and turns the result into an exit status and one line on
+// stderr. Stdout belongs to the command being run.
+package poolruncli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/durable-lease/durable-lease/gates"
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+	"github.com/durable-lease/durable-lease/runner"
+)
+
+type cli struct {
+	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then ci-local)."`
+	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE)."`
+	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
+	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
+	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory. Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	OwnerPattern string         `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
+	TTL          *float64       `name:"ttl" placeholder:"MINUTES" help:"Lease TTL in minutes, fractions allowed (default: the gate file's, then $$POOL_TTL_MINUTES, then the pool file's ttlMinutes; 15 for a baton)."`
+	Heartbeat    *time.Duration `placeholder:"DURATION" help:"Time between heartbeats, e.g. 30s (default: the gate file's, else TTL/8). Must be shorter than the TTL."`
+	KillGrace    *time.Duration `name:"kill-grace" placeholder:"DURATION" help:"Time between SIGTERM and SIGKILL when the command is stopped (default: the gate file's, else 10s)."`
+	NoWait       bool           `name:"no-wait" help:"Take a slot (or the baton) now or give up at once (exit 1)."`
+	WaitMs       *int64         `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds of waiting (exit 1, code timeout); 0 is --no-wait. Default: wait as long as it takes."`
+	Payload      *string        `placeholder:"JSON" help:"A JSON value kept with a baton lease, shown by lease status (no secrets)."`
+	SummaryJSON  string         `name:"summary-json" placeholder:"FILE" help:"With --gate, also write the summary as JSON to FILE."`
+	PollMs       int64          `name:"poll-ms" placeholder:"MS" env:"POOL_POLL_MS" help:"How often a queued waiter re-checks when no file event wakes it (default 5000)."`
+	ProvisionCmd string         `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command."`
+	ResetCmd     string         `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
+	HealthCmd    string         `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
+	NoPty        bool           `name:"no-pty" help:"Never give the command a pseudo-terminal, even when stdin and stdout are a terminal."`
+
+	Command []string `arg:"" optional:"" passthrough:"partial" placeholder:"-- COMMAND [ARGS...]" help:"The command to run while the lease is held (no shell)."`
+}
+
+const description = `Hold a slot of a pool (or one baton lease) while a command or a gate file's
+phases run: acquire (waiting in the queue), provision, run, heartbeat, and
+release on every exit path. The command runs directly, in a process group of
+its own, with the grant's environment plus POOL_RUN_SLOT (POOL_RUN_KIND for a
+baton), POOL_RUN_TOKEN and POOL_RUN_OWNER; on a pseudo-terminal when stdin and
+stdout are a terminal. If the lease is lost, the whole group gets SIGTERM,
+then SIGKILL after the kill grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT are
+passed to the group.
+
+  pool-run --pool pool.json -- npm run test:e2e
+  pool-run --kind merge-baton --owner "$USER" -- git merge --ff-only topic
+  pool-run --gate gate.yaml
+
+Flags beat the gate file, which beats the environment.
+
+Exit status:
+  the command's own    its status; 128+n when it died of signal n
+  0                    every gate phase passed
+  1, 2, 3              nothing was acquired and nothing ran: 1 refused or timed
+                       out, 2 usage or invalid pool or gate file, 3 internal
+  75                   the lease was lost while the work ran (it was stopped)
+  124                  a gate phase ran out of its timeout
+  126, 127             the command cannot be executed / was not found (checked
+                       before anything is acquired)
+  128+n                signal n ended pool-run (the lease was released)`
+
+// IO is the process's streams and the signals it forwards.
+type IO struct {
+	Stdin          *os.File
+	Stdout, Stderr io.Writer
+	Signals        <-chan os.Signal
+}
+
+// Process runs pool-run on this process's arguments, streams and signals
+// and returns the exit status.
+func Process() int {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	return Main(context.Background(), os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs})
+}
+
+// Main runs pool-run with args (without the program name).
+func Main(ctx context.Context, args []string, stdio IO) int {
+	var c cli
+	kctx, exited, status, err := cliparse.Parse(&c, "pool-run", description, kong.Vars{}, args, stdio.Stdout, stdio.Stderr)
+	if exited {
+		return status
+	}
+	if err != nil {
+		return usage(stdio.Stderr, err)
+	}
+	_ = kctx
+	if len(c.Command) > 0 && c.Command[0] == "--" {
+		c.Command = c.Command[1:] // kong passes the separator through
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "pool-run: working directory: %v\n", err)
+		return jsonout.ExitInternal
+	}
+	o, gate, err := c.options(cwd, stdio)
+	if err != nil {
+		code, exit := jsonout.Classify(err)
+		if exit == jsonout.ExitUsage || errors.Is(err, gates.ErrInvalid) {
+			return usage(stdio.Stderr, err)
+		}
+		fmt.Fprintf(stdio.Stderr, "pool-run: %v (%s)\n", err, code)
+		return exit
+	}
+	var res *runner.Result
+	if gate != nil {
+		res = runner.Gate(ctx, *o, gate)
+	} else {
+		res = runner.Command(ctx, *o, c.Command)
+	}
+	if res.Code == "usage" && res.Held.Kind == "" {
+		return usage(stdio.Stderr, res.Err)
+	}
+	report(stdio.Stderr, res, gate != nil)
+	if c.SummaryJSON != "" {
+		if err := writeSummary(filepath.Join(cwd, c.SummaryJSON), res); err != nil {
+			fmt.Fprintf(stdio.Stderr, "pool-run: writing the summary: %v\n", err)
+			if res.Exit == 0 {
+				return jsonout.ExitInternal
+			}
+		}
+	}
+	return res.Exit
+}
+
+func usage(w io.Writer, err error) int {
+	msg := strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": ")
+	fmt.Fprintf(w, "pool-run: %s (usage)\nRun 'pool-run --help' for usage.\n", msg)
+	return jsonout.ExitUsage
+}
+
+// report prints the run's closing lines on stderr.
+func report(w io.Writer, r *runner.Result, gate bool) {
+	if gate && len(r.Phases) > 0 {
+		fmt.Fprint(w, "pool-run: gate summary\n"+r.Table())
+	}
+	fmt.Fprintln(w, r.Line())
+}
+
+// writeSummary replaces path with the summary, atomically: a reader sees
+// the old file or the whole new one, and a symlink at path is replaced,
+// not followed.
+func writeSummary(path string, r *runner.Result) error {
+	data, err := json.MarshalIndent(r.Summary(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".pool-run-summary-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(data, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// options resolves the command line, the gate file and the environment.
+func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error) {
+	var g *gates.Gate
+	if c.Gate != nil {
+		if len(c.Command) > 0 {
+			return nil, nil, cliparse.Usagef("--gate and a command exclude each other")
+		}
+		var err error
+		if g, err = gates.Load(abs(cwd, *c.Gate)); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		if len(c.Command) == 0 {
+			return nil, nil, cliparse.Usagef("no command: give one after --, or --gate FILE")
+		}
+		if c.SummaryJSON != "" {
+			return nil, nil, cliparse.Usagef("--summary-json needs --gate")
+		}
+	}
+	if c.Pool != nil && c.Kind != nil {
+		return nil, nil, cliparse.Usagef("--pool and --kind exclude each other")
+	}
+	if c.WaitMs != nil && *c.WaitMs < 0 {
+		return nil, nil, cliparse.Usagef("--wait-ms must be zero or more")
+	}
+	if c.NoWait && c.WaitMs != nil && *c.WaitMs > 0 {
+		return nil, nil, cliparse.Usagef("--no-wait and --wait-ms exclude each other")
+	}
+	if c.PollMs < 0 {
+		return nil, nil, cliparse.Usagef("--poll-ms must be zero or more")
+	}
+	o := &runner.Options{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait}
+	if c.WaitMs != nil {
+		if *c.WaitMs == 0 {
+			o.NoWait = true
+		}
+		o.Wait = time.Duration(min(*c.WaitMs, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+	}
+
+	// What to hold: a flag, else the gate file, else the environment.
+	poolFile, kind := "", ""
+	switch {
+	case c.Pool != nil:
+		poolFile = abs(cwd, *c.Pool)
+	case c.Kind != nil:
+		kind = *c.Kind
+	case g != nil && g.Pool != "":
+		poolFile = g.Pool
+	case g != nil:
+		kind = g.Kind
+	case os.Getenv("LEASE_POOL_FILE") != "":
+		poolFile = abs(cwd, os.Getenv("LEASE_POOL_FILE"))
+	default:
+		return nil, nil, cliparse.Usagef("nothing to hold: pass --pool FILE or --kind KIND (or set LEASE_POOL_FILE)")
+	}
+	if kind != "" && !lease.ValidKind(kind) {
+		return nil, nil, cliparse.Usagef("--kind %q must match %s", kind, lease.KindPattern)
+	}
+	if poolFile == "" && (c.ProvisionCmd != "" || c.ResetCmd != "" || c.HealthCmd != "") {
+		return nil, nil, cliparse.Usagef("provision, reset and health commands need a pool")
+	}
+	if poolFile != "" && c.Payload != nil {
+		return nil, nil, cliparse.Usagef("--payload is for a baton (--kind)")
+	}
+	if c.Payload != nil {
+		if !json.Valid([]byte(*c.Payload)) {
+			return nil, nil, cliparse.Usagef("--payload must be valid JSON")
+		}
+		o.Payload = json.RawMessage(*c.Payload)
+	}
+
+	if c.Owner != nil {
+		o.Owner = *c.Owner // even "", which the owner fence then refuses
+	} else {
+		o.Owner = firstOf(gateField(g, func(g *gates.Gate) string { return g.Owner }), os.Getenv("LEASE_OWNER"), "ci-local")
+	}
+	ttl := 0.0
+	switch {
+	case c.TTL != nil:
+		ttl = *c.TTL
+	case g != nil && g.TTLMinutes != 0:
+		ttl = g.TTLMinutes
+	case os.Getenv("POOL_TTL_MINUTES") != "":
+		v, err := strconv.ParseFloat(os.Getenv("POOL_TTL_MINUTES"), 64)
+		if err != nil {
+			return nil, nil, cliparse.Usagef("POOL_TTL_MINUTES=%q is not a number of minutes", os.Getenv("POOL_TTL_MINUTES"))
+		}
+		ttl = v
+	}
+	if ttl != 0 || c.TTL != nil {
+		if !(ttl > 0) || ttl > lease.MaxTTLMinutes || math.IsNaN(ttl) {
+			return nil, nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+		}
+	}
+	switch {
+	case c.Heartbeat != nil:
+		if *c.Heartbeat <= 0 {
+			return nil, nil, cliparse.Usagef("--heartbeat must be a positive duration such as 30s")
+		}
+		o.Heartbeat = *c.Heartbeat
+	case g != nil:
+		o.Heartbeat = g.Heartbeat
+	}
+	switch {
+	case c.KillGrace != nil:
+		if *c.KillGrace <= 0 {
+			return nil, nil, cliparse.Usagef("--kill-grace must be a positive duration such as 10s")
+		}
+		o.KillGrace = *c.KillGrace
+	case g != nil:
+		o.KillGrace = g.KillGrace
+	}
+
+	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), lease.WithOwnerPattern(c.OwnerPattern))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := store.CheckOwner(o.Owner); err != nil {
+		return nil, nil, err
+	}
+	o.Store = store
+	if poolFile == "" {
+		o.Kind, o.TTLMinutes = kind, ttl
+		return o, g, nil
+	}
+	cfg, err := pool.LoadFile(poolFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Pool, err = pool.Open(store, cfg, pool.Options{
+		TTLMinutes: ttl, Poll: time.Duration(c.PollMs) * time.Millisecond,
+		Provision: c.ProvisionCmd, Reset: c.ResetCmd, Health: c.HealthCmd, Log: stdio.Stderr,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, g, nil
+}
+
+func abs(cwd, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(cwd, p)
+}
+
+func gateField(g *gates.Gate, f func(*gates.Gate) string) string {
+	if g == nil {
+		return ""
+	}
+	return f(g)
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,199 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/progress"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+)
+
+// session is a lease held for one run.
+type session struct {
+	o     *Options
+	held  Held
+	hold  *lease.Hold
+	env   []string // the work's environment
+	start time.Time
+}
+
+// signalWatch cancels a context on the first signal of o.Signals, until
+// stopped; it is how a wait or a provision is interrupted.
+type signalWatch struct {
+	mu   sync.Mutex
+	sig  os.Signal
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watchSignals(ch <-chan os.Signal, cancel context.CancelFunc) *signalWatch {
+	w := &signalWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		select {
+		case s := <-ch:
+			w.mu.Lock()
+			w.sig = s
+			w.mu.Unlock()
+			cancel()
+		case <-w.stop:
+		}
+	}()
+	return w
+}
+
+// end stops watching and returns the signal received, if any.
+func (w *signalWatch) end() os.Signal {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sig
+}
+
+// acquire takes what o names and starts keeping it. A signal from
+// o.Signals while it waits or provisions cancels cleanly: the queue entry
+// is removed, a slot being provisioned is given back, and the result says
+// which signal. On failure the Result is returned and the session is nil.
+func acquire(ctx context.Context, o *Options) (*session, *Result) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := watchSignals(o.Signals, cancel)
+	s, err := take(actx, o)
+	if sig := w.end(); sig != nil {
+		if s != nil {
+			s.release()
+		}
+		return nil, &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig,
+			Err: fmt.Errorf("while acquiring: %w", &interruption{sig})}
+	}
+	if err != nil {
+		code, exit := jsonout.Classify(err)
+		return nil, &Result{Exit: exit, Code: code, Err: err}
+	}
+	return s, nil
+}
+
+// take acquires the slot or the baton and starts its Hold.
+func take(ctx context.Context, o *Options) (*session, error) {
+	hopts := lease.HoldOptions{Interval: o.Heartbeat}
+	if o.Pool != nil {
+		line := progress.New(o.Log, "pool-run")
+		g, err := o.Pool.Acquire(ctx, pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, OnWait: line.Show})
+		line.Done()
+		if err != nil {
+			return nil, err
+		}
+		s := &session{o: o, start: time.Now(), held: Held{Kind: g.Kind, Slot: fmt.Sprint(g.Slot), Pool: o.Pool.Config().Name, Owner: g.Owner, Token: g.Token}}
+		s.hold, err = o.Pool.Keep(context.WithoutCancel(ctx), g, hopts)
+		if err != nil {
+			if !errors.Is(err, pool.ErrLeaseLost) {
+				_, _ = o.Pool.Release(context.WithoutCancel(ctx), s.held.Slot, g.Owner, g.Token, false)
+			}
+			return nil, err
+		}
+		s.env = workEnv(o.Env, g.Env, map[string]string{
+			"POOL_RUN_SLOT": s.held.Slot, "POOL_RUN_TOKEN": g.Token, "POOL_RUN_OWNER": g.Owner,
+		})
+		return s, nil
+	}
+	acq, err := acquireBaton(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	rec := acq.Record
+	if acq.TookOverExpired {
+		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, lease.JournalName)
+	}
+	s := &session{o: o, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
+	s.hold, err = o.Store.Keep(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token, hopts)
+	if err != nil {
+		if !errors.Is(err, lease.ErrLost) {
+			_, _ = o.Store.Release(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token)
+		}
+		return nil, err
+	}
+	s.env = workEnv(o.Env, nil, map[string]string{
+		"POOL_RUN_KIND": o.Kind, "POOL_RUN_TOKEN": rec.Token, "POOL_RUN_OWNER": o.Owner,
+	})
+	return s, nil
+}
+
+// acquireBaton takes the baton, telling whoever has to wait who holds it
+// and until when.
+func acquireBaton(ctx context.Context, o *Options) (*lease.Acquisition, error) {
+	req := lease.Request{Kind: o.Kind, Owner: o.Owner, TTLMinutes: o.TTLMinutes, Payload: o.Payload}
+	acq, err := o.Store.Acquire(ctx, req)
+	var held *lease.HeldError
+	if o.NoWait || !errors.As(err, &held) {
+		return acq, err
+	}
+	bound := "as long as it takes"
+	if o.Wait > 0 {
+		bound = "up to " + o.Wait.String()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
+	}
+	fmt.Fprintf(o.Log, "pool-run: %s is held by %q until %s; waiting %s\n", o.Kind, held.Record.Owner, lease.FormatTime(held.ExpiresAt), bound)
+	return o.Store.AcquireWait(ctx, req)
+}
+
+// workEnv is base with the grant's variables and extra added, later ones
+// replacing earlier ones of the same name, sorted after the base.
+func workEnv(base []string, grant, extra map[string]string) []string {
+	add := make(map[string]string, len(grant)+len(extra))
+	for k, v := range grant {
+		add[k] = v
+	}
+	for k, v := range extra {
+		add[k] = v
+	}
+	out := make([]string, 0, len(base)+len(add))
+	for _, kv := range base {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if _, replaced := add[name]; !replaced {
+			out = append(out, kv)
+		}
+	}
+	names := make([]string, 0, len(add))
+	for k := range add {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out = append(out, k+"="+add[k])
+	}
+	return out
+}
+
+// release gives the lease back once; a release that cannot be confirmed
+// is a warning, and the TTL frees it later.
+func (s *session) release() {
+	if err := s.hold.Release(context.Background()); err != nil && !errors.Is(err, lease.ErrLost) {
+		fmt.Fprintf(s.o.Log, "pool-run: warning: the release of %s was not confirmed (%v); it frees itself after the TTL\n", s.held, err)
+	}
+}
+
+// lost reports the hold's loss, if any.
+func (s *session) lost() error {
+	select {
+	case <-s.hold.Done():
+		return s.hold.Err()
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,226 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/durable-lease/durable-lease/gates"
+	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// Phase results, as the summary shows them.
+const (
+	PhasePassed      = "passed"
+	PhaseFailed      = "failed"
+	PhaseTimeout     = "timeout"
+	PhaseLost        = "lease_lost"
+	PhaseInterrupted = "interrupted"
+	PhaseResetFailed = "reset_failed"
+	PhaseSkipped     = "skipped"
+)
+
+// PhaseResult is how one gate phase ended.
+type PhaseResult struct {
+	Name     string
+	Result   string
+	Exit     int
+	Reset    bool // the slot was reset before the phase
+	Duration time.Duration
+	Err      error
+}
+
+// errTimedOut is the cause of a phase context that ran out of time.
+var errTimedOut = errors.New("phase timed out")
+
+// Gate holds what o names while the phases of g run in order, each as
+// shell text in the mvdan.cc/sh interpreter in g's directory, with the
+// grant's environment plus g's env. Before a phase with Reset the pool's
+// reset and health commands run on the held slot. The first phase that
+// fails stops the gate with its status; a phase past its timeout ends with
+// ExitTimeout; a loss stops it with ExitLost, a signal with 128+n. A phase
+// runs with stdin from /dev/null when stdin is a terminal: its programs
+// run in process groups of their own, and one reading the terminal would
+// be stopped.
+func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
+	if err := o.check(); err != nil {
+		return &Result{Exit: 2, Code: "usage", Err: err}
+	}
+	if len(g.Phases) == 0 {
+		return &Result{Exit: 2, Code: "usage", Err: fmt.Errorf("%w: a gate needs phases", ErrInvalid)}
+	}
+	s, res := acquire(ctx, &o)
+	if res != nil {
+		res.Phases = skipped(g.Phases, 0)
+		return res
+	}
+	out := s.runPhases(ctx, g)
+	if out.Code != "lease_lost" {
+		s.release()
+	}
+	return s.result(out)
+}
+
+func skipped(phases []gates.Phase, from int) []PhaseResult {
+	var out []PhaseResult
+	for _, p := range phases[from:] {
+		out = append(out, PhaseResult{Name: p.Name, Result: PhaseSkipped, Reset: false})
+	}
+	return out
+}
+
+func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
+	lookup := func(name string) (string, bool) {
+		for i := len(s.env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(s.env[i], name+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	extra, err := g.Expand(lookup)
+	if err != nil {
+		return &Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)}
+	}
+	env := append(append([]string{}, s.env...), extra...)
+	var stdin io.Reader = s.o.Stdin
+	if _, tty := terminalFd(stdin); tty {
+		null, err := os.Open(os.DevNull)
+		if err == nil {
+			defer null.Close()
+			stdin = null
+		}
+	}
+
+	// One watcher for the whole gate: a loss, a signal or ctx cancels the
+	// phase that is running, with the reason as the cause.
+	gctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case <-s.hold.Done():
+			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopping the gate\n", s.held, s.hold.Err())
+			stop(s.hold.Err())
+		case got := <-s.o.Signals:
+			stop(&interruption{got})
+		case <-gctx.Done():
+		}
+	}()
+
+	var results []PhaseResult
+	for i, ph := range g.Phases {
+		pr := s.runPhase(gctx, ph, g.Dir, env, stdin)
+		results = append(results, pr)
+		if pr.Result == PhasePassed {
+			continue
+		}
+		results = append(results, skipped(g.Phases, i+1)...)
+		r := &Result{Exit: pr.Exit, Code: pr.Result, Err: pr.Err, Phases: results}
+		switch pr.Result {
+		case PhaseFailed:
+			r.Err = nil
+		case PhaseInterrupted:
+			var in *interruption
+			if errors.As(pr.Err, &in) {
+				r.Signal = in.sig
+			}
+		}
+		return r
+	}
+	if err := s.lost(); err != nil {
+		return &Result{Exit: ExitLost, Code: PhaseLost, Err: err, Phases: results}
+	}
+	return &Result{Exit: 0, Code: "ok", Phases: results}
+}
+
+// runPhase resets the slot if the phase asks for it, then runs the phase.
+func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env []string, stdin io.Reader) PhaseResult {
+	start := time.Now()
+	pr := PhaseResult{Name: ph.Name}
+	end := func(result string, exit int, err error) PhaseResult {
+		pr.Result, pr.Exit, pr.Err, pr.Duration = result, exit, err, time.Since(start)
+		return pr
+	}
+	if ended := s.ended(gctx); ended != nil {
+		return end(ended.result, ended.exit, ended.err)
+	}
+	if ph.Reset && s.o.Pool != nil {
+		pr.Reset = true
+		fmt.Fprintf(s.o.Log, "pool-run: phase %s: resetting %s\n", ph.Name, s.held)
+		_, err := s.o.Pool.Reset(gctx, s.held.Slot, s.held.Owner, s.held.Token)
+		if ended := s.ended(gctx); ended != nil {
+			return end(ended.result, ended.exit, ended.err)
+		}
+		if err != nil {
+			code, exit := jsonout.Classify(err)
+			result := PhaseResetFailed
+			switch {
+			case errors.Is(err, pool.ErrLeaseLost):
+				return end(PhaseLost, ExitLost, err)
+			case code == pool.StateHealthFailed:
+				result = code
+			}
+			return end(result, exit, err)
+		}
+	}
+	fmt.Fprintf(s.o.Log, "pool-run: phase %s\n", ph.Name)
+	pctx := gctx
+	if ph.Timeout > 0 {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeoutCause(gctx, ph.Timeout, errTimedOut)
+		defer cancel()
+	}
+	err := provision.Run(pctx, provision.Command{
+		Script: ph.Run, Dir: dir, Env: env, Stdin: stdin,
+		Stdout: s.o.Stdout, Stderr: s.o.Stderr, KillGrace: s.o.KillGrace,
+	})
+	if ended := s.ended(gctx); ended != nil {
+		return end(ended.result, ended.exit, ended.err)
+	}
+	var ee *provision.ExitError
+	switch {
+	case err == nil:
+		return end(PhasePassed, 0, nil)
+	case errors.Is(context.Cause(pctx), errTimedOut):
+		return end(PhaseTimeout, ExitTimeout, fmt.Errorf("phase %s ran out of its %s", ph.Name, ph.Timeout))
+	case errors.As(err, &ee):
+		return end(PhaseFailed, ee.Status, err)
+	}
+	return end(PhaseFailed, 2, err)
+}
+
+type ending struct {
+	result string
+	exit   int
+	err    error
+}
+
+// ended says why the gate as a whole was stopped, if it was.
+func (s *session) ended(gctx context.Context) *ending {
+	cause := context.Cause(gctx)
+	switch {
+	case cause == nil:
+		return nil
+	case errors.Is(cause, lease.ErrLost):
+		return &ending{PhaseLost, ExitLost, cause}
+	}
+	var in *interruption
+	if errors.As(cause, &in) {
+		return &ending{PhaseInterrupted, signalStatus(in.sig), cause}
+	}
+	return &ending{PhaseInterrupted, signalStatus(syscall.SIGTERM), &interruption{syscall.SIGTERM}}
+}
+
+// interruption is a run ended by a signal; it matches ErrInterrupted.
+type interruption struct{ sig os.Signal }
+
+func (e *interruption) Error() string        { return fmt.Sprintf("%v by %v", ErrInterrupted, e.sig) }
+func (e *interruption) Is(target error) bool { return target == ErrInterrupted }

@@ -107,7 +107,6 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	go func() {
 		select {
 		case <-s.hold.Done():
-			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopping the gate\n", s.held, s.hold.Err())
 			stop(s.hold.Err())
 		case got := <-s.o.Signals:
 			stop(&interruption{got})
@@ -123,6 +122,9 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 			continue
 		}
 		results = append(results, skipped(g.Phases, i+1)...)
+		if pr.Result == PhaseLost {
+			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopped the gate\n", s.held, pr.Err)
+		}
 		r := &Result{Exit: pr.Exit, Code: pr.Result, Err: pr.Err, Phases: results}
 		switch pr.Result {
 		case PhaseFailed:

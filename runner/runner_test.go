@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/gates"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
+)
+
+func testStore(t *testing.T) *lease.Store {
+	t.Helper()
+	s, err := lease.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func baton(t *testing.T, s *lease.Store, out *bytes.Buffer, sigs chan os.Signal) Options {
+	t.Helper()
+	var log bytes.Buffer
+	return Options{Store: s, Kind: "b", Owner: "o", Stdin: strings.NewReader(""), Stdout: out, Stderr: &log,
+		Signals: sigs, KillGrace: 500 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Dir: t.TempDir()}
+}
+
+func freeAfter(t *testing.T, s *lease.Store, kind string) {
+	t.Helper()
+	st, err := s.Status(kind)
+	if err != nil || st.State != lease.Free {
+		t.Errorf("%s after the run: %+v, %v; want free", kind, st, err)
+	}
+}
+
+// waitHeld waits until kind is held, the sign that the work has started.
+func waitHeld(t *testing.T, s *lease.Store, kind string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st, _ := s.Status(kind); st.State == lease.Held {
+			return
+		}
+	}
+	t.Fatalf("%s never held", kind)
+}
+
+func TestCommandForwardsAnInjectedSignal(t *testing.T) {
+	s := testStore(t)
+	var out bytes.Buffer
+	sigs := make(chan os.Signal, 1)
+	o := baton(t, s, &out, sigs)
+	done := make(chan *Result, 1)
+	go func() { done <- Command(context.Background(), o, []string{"sleep", "30"}) }()
+	waitHeld(t, s, "b")
+	sigs <- syscall.SIGHUP
+	r := <-done
+	if r.Exit != 128+int(syscall.SIGHUP) || r.Code != "interrupted" || r.Signal != syscall.SIGHUP {
+		t.Errorf("result %+v, want exit 129 interrupted by SIGHUP", r)
+	}
+	freeAfter(t, s, "b")
+}
+
+func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
+	s := testStore(t)
+	var out bytes.Buffer
+	o := baton(t, s, &out, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Result, 1)
+	go func() { done <- Command(ctx, o, []string{"sleep", "30"}) }()
+	waitHeld(t, s, "b")
+	cancel()
+	if r := <-done; r.Exit != 143 {
+		t.Errorf("exit %d after cancel, want 143", r.Exit)
+	}
+	freeAfter(t, s, "b")
+}
+
+func TestGateStopsOnLoss(t *testing.T) {
+	s := testStore(t)
+	var out bytes.Buffer
+	o := baton(t, s, &out, nil)
+	g, err := gates.Parse([]byte("kind: b\nphases:\n  - name: long\n    run: echo started; sleep 30\n  - name: after\n    run: echo after\n"), filepath.Join(o.Dir, "g.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Result, 1)
+	go func() { done <- Gate(context.Background(), o, g) }()
+	waitHeld(t, s, "b")
+	time.Sleep(100 * time.Millisecond)
+	if _, err := s.ForceRelease(context.Background(), "b", "op"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.Exit != ExitLost || r.Code != PhaseLost {
+		t.Fatalf("result %+v, want exit 75", r)
+	}
+	got := []string{r.Phases[0].Result, r.Phases[1].Result}
+	if !slices.Equal(got, []string{PhaseLost, PhaseSkipped}) {
+		t.Errorf("phases %v, want [lease_lost skipped]", got)
+	}
+	if strings.Contains(out.String(), "after") {
+		t.Errorf("a phase ran after the loss: %q", out.String())
+	}
+}
+
+func TestGateResetFailureStops(t *testing.T) {
+	s := testStore(t)
+	dir := t.TempDir()
+	pf := filepath.Join(dir, "pool.json")
+	if err := os.WriteFile(pf, []byte(`{"reset":"exit 9","slots":[{"id":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pool.LoadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.Open(s, cfg, pool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	o := baton(t, s, &out, nil)
+	o.Kind, o.Pool = "", p
+	g, err := gates.Parse([]byte("pool: pool.json\nphases:\n  - run: echo one\n  - run: echo two\n"), filepath.Join(dir, "g.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Gate(context.Background(), o, g)
+	if r.Exit != 1 || r.Phases[1].Result != PhaseResetFailed || !r.Phases[1].Reset {
+		t.Errorf("result %+v phases %+v, want exit 1 with phase 2 reset_failed", r, r.Phases)
+	}
+	if out.String() != "one\n" {
+		t.Errorf("stdout %q, want only phase one", out.String())
+	}
+	freeAfter(t, s, "slot-1")
+}
+
+func TestWorkEnvReplaces(t *testing.T) {
+	got := workEnv([]string{"A=1", "POOL_RUN_SLOT=stale", "B=2"}, map[string]string{"A": "grant"}, map[string]string{"POOL_RUN_SLOT": "3"})
+	want := []string{"B=2", "A=grant", "POOL_RUN_SLOT=3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("workEnv = %v, want %v", got, want)
+	}
+}

@@ -36,7 +36,9 @@ type HoldOptions struct {
 	RetryPause time.Duration
 	// Release gives the lease back. Nil means [Store.Release] with the
 	// hold's kind, owner and token; a pool passes its own, which also
-	// keeps its statistics.
+	// keeps its statistics. An error matching ErrNotHeld, ErrNotOwner or
+	// ErrExpired means the lease had been lost before the release: it was
+	// gone, someone else's, or past its TTL.
 	Release func(ctx context.Context) error
 }
 
@@ -60,9 +62,10 @@ type Hold struct {
 	stop    chan struct{} // closed by Stop
 	stopped chan struct{} // closed when the loop has ended
 
-	mu  sync.Mutex
-	rec *Record
-	err error
+	mu       sync.Mutex
+	rec      *Record
+	err      error
+	definite bool // err is a refusal: the lease is certainly not ours
 
 	stopOnce    sync.Once
 	releaseOnce sync.Once
@@ -96,12 +99,28 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 	}
 	if h.release == nil {
 		h.release = func(ctx context.Context) error {
-			_, err := s.Release(ctx, kind, owner, token)
-			return err
+			r, err := s.Release(ctx, kind, owner, token)
+			if err != nil {
+				return err
+			}
+			return ReleaseOutcome(kind, r.Released, r.WasExpired)
 		}
 	}
 	go h.loop(ctx)
 	return h, nil
+}
+
+// ReleaseOutcome is the error a [HoldOptions.Release] returns for a
+// release that found no record (ErrNotHeld) or an expired one (ErrExpired,
+// though the record was removed), and nil for a clean one.
+func ReleaseOutcome(kind string, released, wasExpired bool) error {
+	switch {
+	case !released:
+		return fmt.Errorf("%w: %s had no record left to release", ErrNotHeld, kind)
+	case wasExpired:
+		return fmt.Errorf("%w: %s had expired before it was released", ErrExpired, kind)
+	}
+	return nil
 }
 
 // definiteLoss reports a heartbeat refusal that means the lease is gone,
@@ -146,12 +165,20 @@ func (h *Hold) Stop() {
 }
 
 // Release stops the heartbeats and gives the lease back, once: later calls
-// return the first call's result. A lease already lost is not touched, and
-// the loss is returned (it matches ErrLost).
+// return the first call's result. After a loss the loss is returned (it
+// matches ErrLost); a lease lost to a refusal is not touched, while one
+// lost to failing heartbeats is still released with its token, since it
+// may be ours yet.
 func (h *Hold) Release(ctx context.Context) error {
 	h.releaseOnce.Do(func() {
 		h.Stop()
-		if err := h.Err(); err != nil {
+		h.mu.Lock()
+		err, definite := h.err, h.definite
+		h.mu.Unlock()
+		if err != nil {
+			if !definite {
+				_ = h.release(ctx)
+			}
 			h.releaseErr = err
 			return
 		}
@@ -210,7 +237,7 @@ func (h *Hold) untilExpiry() time.Duration {
 
 func (h *Hold) lose(cause error) {
 	h.mu.Lock()
-	h.err = fmt.Errorf("%w: %w", ErrLost, cause)
+	h.err, h.definite = fmt.Errorf("%w: %w", ErrLost, cause), definiteLoss(cause)
 	h.mu.Unlock()
 	close(h.done)
 }

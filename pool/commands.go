@@ -98,8 +98,11 @@ func (p *Pool) Keep(ctx context.Context, g *Grant, o lease.HoldOptions) (*lease.
 	slotID := fmt.Sprint(g.Slot)
 	if o.Release == nil {
 		o.Release = func(ctx context.Context) error {
-			_, err := p.Release(ctx, slotID, g.Owner, g.Token, false)
-			return err
+			r, err := p.Release(ctx, slotID, g.Owner, g.Token, false)
+			if err != nil {
+				return err
+			}
+			return lease.ReleaseOutcome(g.Kind, r.Released, r.WasExpired)
 		}
 	}
 	h, err := p.store.Keep(ctx, g.Kind, g.Owner, g.Token, o)

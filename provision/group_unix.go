@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
 
 // groupPollInterval is how often a stopping process group is checked for
@@ -133,10 +135,11 @@ func (g *procGroup) stop() {
 	_ = g.signal(syscall.SIGKILL)
 }
 
-// alive reports whether any process, including an unreaped zombie, is
-// still in the group.
+// alive reports whether a process that is not a zombie is still in the
+// group (see [procgroup.Alive]).
 func (g *procGroup) alive() bool {
-	return g.signal(syscall.Signal(0)) == nil
+	pgid := g.pgid()
+	return pgid > 0 && procgroup.Alive(pgid)
 }
 
 // signal sends sig to every process in the group. A group with no processes

@@ -45,6 +45,11 @@ type Command struct {
 	// output after the program exits, when a process it left behind keeps
 	// Stdout or Stderr open. Zero or negative means [DefaultKillGrace].
 	KillGrace time.Duration
+	// StopLeftovers also stops, when the script finishes, whatever its
+	// programs left running in their process groups (SIGTERM, then
+	// SIGKILL after KillGrace), as for a cancelled command. A gate phase
+	// sets it: nothing of a phase may outlive it on a leased slot.
+	StopLeftovers bool
 }
 
 // Run parses c.Script, appends c.SlotID and interprets the result.
@@ -110,6 +115,9 @@ func Run(ctx context.Context, c Command) error {
 		// left running.
 		started.stop()
 		return fmt.Errorf("provision: command stopped: %w", ctxErr)
+	}
+	if c.StopLeftovers {
+		started.stop()
 	}
 	return result(err)
 }

@@ -69,7 +69,7 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 	s, err := take(actx, o)
 	if sig := w.end(); sig != nil {
 		if s != nil {
-			s.release()
+			_ = s.release()
 		}
 		return nil, &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig,
 			Err: fmt.Errorf("while acquiring: %w", &interruption{sig})}
@@ -180,12 +180,30 @@ func workEnv(base []string, grant, extra map[string]string) []string {
 	return out
 }
 
-// release gives the lease back once; a release that cannot be confirmed
-// is a warning, and the TTL frees it later.
-func (s *session) release() {
-	if err := s.hold.Release(context.Background()); err != nil && !errors.Is(err, lease.ErrLost) {
-		fmt.Fprintf(s.o.Log, "pool-run: warning: the release of %s was not confirmed (%v); it frees itself after the TTL\n", s.held, err)
+// release gives the lease back once. It returns the loss when the release
+// shows that the lease had been lost while the work ran (no record left,
+// another holder, or past its TTL) although no heartbeat had noticed yet.
+// A release that fails otherwise is a warning: the TTL frees it later.
+func (s *session) release() error {
+	err := s.hold.Release(context.Background())
+	switch {
+	case err == nil, errors.Is(err, lease.ErrLost):
+		return nil // a loss the hold saw is already in the result
+	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
+		return fmt.Errorf("%w: found at release: %w", lease.ErrLost, err)
 	}
+	fmt.Fprintf(s.o.Log, "pool-run: warning: the release of %s was not confirmed (%v); it frees itself after the TTL\n", s.held, err)
+	return nil
+}
+
+// finish releases and turns a loss found at release into the result: a
+// loss never looks like success, nor like the work's own failure.
+func (s *session) finish(r *Result) *Result {
+	if lost := s.release(); lost != nil && (r.Code == "ok" || r.Code == "failed") {
+		fmt.Fprintf(s.o.Log, "pool-run: %s was lost while the work ran: %v\n", s.held, lost)
+		r = &Result{Exit: ExitLost, Code: "lease_lost", Err: lost, Phases: r.Phases}
+	}
+	return s.result(r)
 }
 
 // lost reports the hold's loss, if any.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
 
 // child is the command, started in a process group of its own (a session
@@ -123,20 +125,21 @@ func (c *child) status() int {
 }
 
 // finish runs once the child has exited: what it left in its group gets
-// SIGTERM and, after grace, SIGKILL; then the terminal is given back.
-func (c *child) finish(grace time.Duration) {
-	if groupAlive(c.pgid) {
+// SIGTERM and, at deadline (the end of a grace already running, or a new
+// one), SIGKILL; then the terminal is given back.
+func (c *child) finish(deadline time.Time) {
+	grace := max(time.Until(deadline), 0)
+	if procgroup.Alive(c.pgid) {
 		c.signal(syscall.SIGTERM)
-		deadline := time.Now().Add(grace)
-		for groupAlive(c.pgid) && time.Now().Before(deadline) {
+		for procgroup.Alive(c.pgid) && time.Now().Before(deadline) {
 			time.Sleep(groupPoll)
 		}
-		if groupAlive(c.pgid) {
+		if procgroup.Alive(c.pgid) {
 			c.signal(syscall.SIGKILL)
 		}
 	}
 	if c.term != nil {
-		c.term.close(grace)
+		c.term.close(max(grace, time.Second))
 	}
 	c.fg.restore()
 }

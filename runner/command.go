@@ -38,16 +38,18 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 	if res != nil {
 		return res
 	}
+	// A signal that arrived as the acquisition ended must not start the
+	// command only to stop it.
+	select {
+	case sig := <-o.Signals:
+		return s.finish(&Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Err: &interruption{sig}})
+	default:
+	}
 	c, err := startChild(&o, path, argv, s.env, usePty(&o))
 	if err != nil {
-		s.release()
-		return s.result(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: err})
+		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: err})
 	}
-	out := s.supervise(ctx, c)
-	if out.Code != "lease_lost" {
-		s.release()
-	}
-	return s.result(out)
+	return s.finish(s.supervise(ctx, c))
 }
 
 func codeOfStart(status int) string {
@@ -69,9 +71,13 @@ func (s *session) supervise(ctx context.Context, c *child) *Result {
 		lost    = s.hold.Done()
 		done    = ctx.Done()
 	)
-	var killTimer *time.Timer
+	var (
+		killTimer *time.Timer
+		deadline  time.Time // SIGKILL time, once a stop has begun
+	)
 	escalate := func() {
 		if killTimer == nil {
+			deadline = time.Now().Add(grace)
 			killTimer = time.NewTimer(grace)
 			killAt = killTimer.C
 		}
@@ -87,9 +93,9 @@ func (s *session) supervise(ctx context.Context, c *child) *Result {
 			running = false
 		case <-lost:
 			lost, lostErr = nil, s.hold.Err()
-			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopping the command\n", s.held, lostErr)
-			c.signal(syscall.SIGTERM)
+			c.signal(syscall.SIGTERM) // before anything that could block
 			escalate()
+			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopping the command\n", s.held, lostErr)
 		case got := <-s.o.Signals:
 			if sig == nil {
 				sig = got
@@ -110,7 +116,10 @@ func (s *session) supervise(ctx context.Context, c *child) *Result {
 			c.signal(syscall.SIGKILL)
 		}
 	}
-	c.finish(grace)
+	if deadline.IsZero() {
+		deadline = time.Now().Add(grace)
+	}
+	c.finish(deadline)
 	if lostErr == nil {
 		lostErr = s.lost()
 	}

@@ -62,11 +62,7 @@ func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
 		res.Phases = skipped(g.Phases, 0)
 		return res
 	}
-	out := s.runPhases(ctx, g)
-	if out.Code != "lease_lost" {
-		s.release()
-	}
-	return s.result(out)
+	return s.finish(s.runPhases(ctx, g))
 }
 
 func skipped(phases []gates.Phase, from int) []PhaseResult {
@@ -165,7 +161,8 @@ func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env
 			code, exit := jsonout.Classify(err)
 			result := PhaseResetFailed
 			switch {
-			case errors.Is(err, pool.ErrLeaseLost):
+			case errors.Is(err, pool.ErrLeaseLost), errors.Is(err, lease.ErrNotHeld),
+				errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
 				return end(PhaseLost, ExitLost, err)
 			case code == pool.StateHealthFailed:
 				result = code
@@ -182,7 +179,7 @@ func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env
 	}
 	err := provision.Run(pctx, provision.Command{
 		Script: ph.Run, Dir: dir, Env: env, Stdin: stdin,
-		Stdout: s.o.Stdout, Stderr: s.o.Stderr, KillGrace: s.o.KillGrace,
+		Stdout: s.o.Stdout, Stderr: s.o.Stderr, KillGrace: s.o.KillGrace, StopLeftovers: true,
 	})
 	if ended := s.ended(gctx); ended != nil {
 		return end(ended.result, ended.exit, ended.err)

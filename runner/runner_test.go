@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,25 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
+
+// lockedBuffer is a bytes.Buffer that programs of a phase, each with its
+// own copying goroutine, can write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func testStore(t *testing.T) *lease.Store {
 	t.Helper()
@@ -25,10 +45,16 @@ func testStore(t *testing.T) *lease.Store {
 	return s
 }
 
-func baton(t *testing.T, s *lease.Store, out *bytes.Buffer, sigs chan os.Signal) Options {
+func baton(t *testing.T, s *lease.Store, out *lockedBuffer, sigs chan os.Signal) Options {
 	t.Helper()
-	var log bytes.Buffer
-	return Options{Store: s, Kind: "b", Owner: "o", Stdin: strings.NewReader(""), Stdout: out, Stderr: &log,
+	var log lockedBuffer
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not closed: the interpreter's copy of stdin to a background job may
+	// still be reading it when the test ends.
+	return Options{Store: s, Kind: "b", Owner: "o", Stdin: null, Stdout: out, Stderr: &log,
 		Signals: sigs, KillGrace: 500 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Dir: t.TempDir()}
 }
 
@@ -53,7 +79,7 @@ func waitHeld(t *testing.T, s *lease.Store, kind string) {
 
 func TestCommandForwardsAnInjectedSignal(t *testing.T) {
 	s := testStore(t)
-	var out bytes.Buffer
+	var out lockedBuffer
 	sigs := make(chan os.Signal, 1)
 	o := baton(t, s, &out, sigs)
 	done := make(chan *Result, 1)
@@ -69,7 +95,7 @@ func TestCommandForwardsAnInjectedSignal(t *testing.T) {
 
 func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
 	s := testStore(t)
-	var out bytes.Buffer
+	var out lockedBuffer
 	o := baton(t, s, &out, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
@@ -84,7 +110,7 @@ func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
 
 func TestGateStopsOnLoss(t *testing.T) {
 	s := testStore(t)
-	var out bytes.Buffer
+	var out lockedBuffer
 	o := baton(t, s, &out, nil)
 	g, err := gates.Parse([]byte("kind: b\nphases:\n  - name: long\n    run: echo started; sleep 30\n  - name: after\n    run: echo after\n"), filepath.Join(o.Dir, "g.yaml"))
 	if err != nil {
@@ -125,7 +151,7 @@ func TestGateResetFailureStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	var out lockedBuffer
 	o := baton(t, s, &out, nil)
 	o.Kind, o.Pool = "", p
 	g, err := gates.Parse([]byte("pool: pool.json\nphases:\n  - run: echo one\n  - run: echo two\n"), filepath.Join(dir, "g.yaml"))
@@ -147,5 +173,26 @@ func TestWorkEnvReplaces(t *testing.T) {
 	want := []string{"B=2", "A=grant", "POOL_RUN_SLOT=3"}
 	if !slices.Equal(got, want) {
 		t.Errorf("workEnv = %v, want %v", got, want)
+	}
+}
+
+func TestGatePhaseLeftoversAreStopped(t *testing.T) {
+	s := testStore(t)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	g, err := gates.Parse([]byte("kind: b\nphases:\n  - run: sleep 30 & echo $! > bg.pid\n  - run: echo second\n"), filepath.Join(o.Dir, "g.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Gate(context.Background(), o, g); r.Exit != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(o.Dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	if st, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+		t.Errorf("a background job of phase one (pid %s) outlived the gate: %s", pid, st)
 	}
 }

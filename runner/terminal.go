@@ -130,6 +130,11 @@ func takeForeground(stdin any, attr *syscall.SysProcAttr) *foreground {
 		return nil
 	}
 	attr.Foreground, attr.Ctty = true, fd
+	// While the child has the terminal this process is a background
+	// group; with tostop set, a write to the terminal (a loss line) would
+	// stop it before it could stop the child. Ignore SIGTTOU until the
+	// terminal is back.
+	signal.Ignore(syscall.SIGTTOU)
 	return &foreground{fd: fd, pgrp: syscall.Getpgrp()}
 }
 
@@ -139,9 +144,7 @@ func (f *foreground) restore() {
 	if f == nil {
 		return
 	}
-	// A background group that changes the terminal gets SIGTTOU; ignore it
-	// for the moment it takes.
-	signal.Ignore(syscall.SIGTTOU)
+	// SIGTTOU has been ignored since takeForeground.
 	defer signal.Reset(syscall.SIGTTOU)
 	_ = unix.IoctlSetPointerInt(f.fd, unix.TIOCSPGRP, f.pgrp)
 }

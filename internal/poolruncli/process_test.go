@@ -365,3 +365,27 @@ func TestSummaryJSON(t *testing.T) {
 		t.Errorf("summary = %s", b)
 	}
 }
+
+// TestLossFoundAtRelease: the lease is taken over between heartbeats and
+// the command ends before the next one. The release finds the successor:
+// pool-run exits 75, never 0, and the successor's lease is untouched.
+func TestLossFoundAtRelease(t *testing.T) {
+	r := newRig(t)
+	_, stderr, done := r.startRun("--kind", "b", "--ttl", "1", "--heartbeat", "50s", "--",
+		"sh", "-c", "echo $$ > gc.pid; sleep 1; exit 0")
+	r.waitFile("gc.pid")
+	s := r.openStore()
+	if _, err := s.ForceRelease(context.Background(), "b", "operator"); err != nil {
+		t.Fatal(err)
+	}
+	acq, err := s.Acquire(context.Background(), lease.Request{Kind: "b", Owner: "bob", TTLMinutes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, done, 20*time.Second); code != 75 {
+		t.Errorf("exit %d, want 75; stderr:\n%s", code, stderr)
+	}
+	if st, _ := s.Status("b"); st.State != lease.Held || st.Record.Token != acq.Record.Token {
+		t.Errorf("the successor's lease was touched: %+v", st)
+	}
+}

@@ -1,4 +1,5 @@
-package runner
+// Package procgroup tells whether a process group still has live members.
+package procgroup
 
 import (
 	"bytes"
@@ -7,11 +8,11 @@ import (
 	"syscall"
 )
 
-// groupAlive reports whether a process other than a zombie is still in the
+// Alive reports whether a process other than a zombie is still in the
 // process group pgid. A zombie cannot use anything, and an orphan's zombie
 // may never be reaped where the init process does not reap, so kill(2)
 // alone (which counts zombies) would wait out every grace period.
-func groupAlive(pgid int) bool {
+func Alive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err != nil {
 		return false
 	}

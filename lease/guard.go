@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // guardConfig bounds how long a caller waits to enter a kind's critical
@@ -46,11 +48,31 @@ type guardHolder struct {
 	Boot  string `json:"boot,omitempty"`
 	PIDNS string `json:"pidns,omitempty"`
 	Start uint64 `json:"start,omitempty"`
+	// Lock says the holder keeps an exclusive flock on this holder.json
+	// while it holds the guard: a free lock then proves it gone.
+	Lock bool `json:"lock,omitempty"`
 }
 
-// heldGuard is a guard this process has entered.
+// heldGuard is a guard this process has entered; lock is its holder.json,
+// open with the exclusive flock that keeps it live.
 type heldGuard struct {
 	kind, path, id string
+	lock           *os.File
+}
+
+// mkdirGuard is the mkdir form of entry: the directory first, then the
+// holder file, locked before its content is written, so whoever reads a
+// holder that says "lock" finds the lock already held.
+func mkdirGuard(path string, holder []byte) (*os.File, error) {
+	if err := os.Mkdir(path, 0o777); err != nil {
+		return nil, err
+	}
+	lock, err := createLockedFile(filepath.Join(path, holderFile), holder)
+	if err != nil {
+		_ = os.RemoveAll(path)
+		return nil, err
+	}
+	return lock, nil
 }
 
 func (b *fileBackend) guardPath(kind string) string {
@@ -64,7 +86,7 @@ func (b *fileBackend) guardPath(kind string) string {
 func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, error) {
 	path := b.guardPath(kind)
 	me := self()
-	me.ID = randomHex(16)
+	me.ID, me.Lock = randomHex(16), true
 	body, err := json.Marshal(me)
 	if err != nil {
 		return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
@@ -72,9 +94,9 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
 	for {
-		err := createGuard(path, body)
+		lock, err := createGuard(path, body)
 		if err == nil {
-			return &heldGuard{kind: kind, path: path, id: me.ID}, nil
+			return &heldGuard{kind: kind, path: path, id: me.ID, lock: lock}, nil
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(b.dir); errors.Is(serr, fs.ErrNotExist) {
@@ -85,6 +107,7 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 			return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
 		}
 		v := b.judgeGuard(path)
+		v.close()
 		if v.stale {
 			if err := b.reapGuard(kind, path); err != nil {
 				return nil, err
@@ -106,11 +129,22 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 // errNoStore reports that the store directory does not exist yet.
 var errNoStore = errors.New("lease: store directory does not exist")
 
-// verdict is a judgment of a guard found in the way.
+// verdict is a judgment of a guard found in the way. A guard judged dead
+// by its free lock comes with that lock taken (shared) in lock, the proof
+// that the holder file at the guard path is the dead holder's; close
+// releases it.
 type verdict struct {
 	stale  bool
 	reason string
 	holder *guardHolder
+	lock   *os.File
+}
+
+func (v *verdict) close() {
+	if v.lock != nil {
+		v.lock.Close()
+		v.lock = nil
+	}
 }
 
 func (v verdict) describe() string {
@@ -120,11 +154,35 @@ func (v verdict) describe() string {
 	return fmt.Sprintf("pid %d", v.holder.PID)
 }
 
-// judgeGuard decides whether the guard at path belongs to a dead holder. A
-// holder that identifies itself fully is judged by its process; any other
-// guard only by its age.
+// judgeGuard decides whether the guard at path belongs to a dead holder.
+// A holder that keeps its holder file locked is dead exactly when that lock
+// is free while its file is still the guard's: the kernel drops the lock
+// when the holder dies, and a holder that leaves moves its guard away
+// before it lets go of the lock. Any other holder that identifies itself
+// fully is judged by its process; the rest only by age.
 func (b *fileBackend) judgeGuard(path string) verdict {
-	h := readHolder(path)
+	hf := filepath.Join(path, holderFile)
+	f, data, err := openHolderFile(hf)
+	var h *guardHolder
+	if err == nil {
+		h = parseHolder(data)
+	}
+	guardHook("judge:read")
+	if h != nil && h.Lock {
+		lerr := flockRetry(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if lerr == nil && sameFile(f, hf) {
+			return verdict{stale: true, reason: fmt.Sprintf("holder pid %d no longer holds its guard's lock", h.PID), holder: h, lock: f}
+		}
+		f.Close()
+		if lerr == nil || errors.Is(lerr, unix.EWOULDBLOCK) {
+			// Held by a live process, or already replaced: not dead.
+			return verdict{holder: h}
+		}
+		// Locks do not work here (a filesystem without flock): judge as
+		// an implementation without them would.
+	} else if f != nil {
+		f.Close()
+	}
 	if h != nil {
 		if alive, reason, known := holderAlive(h); known {
 			return verdict{stale: !alive, reason: reason, holder: h}
@@ -140,11 +198,17 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 	return verdict{holder: h}
 }
 
+// readHolder reads the holder of the guard directory guardDir, or nil.
 func readHolder(guardDir string) *guardHolder {
-	data, err := readSmallFile(filepath.Join(guardDir, holderFile))
+	f, data, err := openHolderFile(filepath.Join(guardDir, holderFile))
 	if err != nil {
 		return nil
 	}
+	f.Close()
+	return parseHolder(data)
+}
+
+func parseHolder(data []byte) *guardHolder {
 	var h guardHolder
 	if json.Unmarshal(data, &h) != nil || h.ID == "" {
 		return nil
@@ -167,10 +231,13 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		return fmt.Errorf("lease: guard %s: lock store: %w", kind, err)
 	}
 	defer unlock()
+	guardHook("reap:locked")
 	v := b.judgeGuard(path)
+	defer v.close()
 	if !v.stale {
 		return nil
 	}
+	guardHook("reap:judged")
 	dst := path + ".reaped-" + randomHex(8)
 	if err := renameFile(path, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -193,10 +260,14 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 }
 
 // sameGuard checks that the directory moved aside at moved is the guard
-// judged in v: the same holder id, or, for a guard judged by age, still
+// judged in v: the same holder file (for a guard judged by its lock), the
+// same holder id, or, for a guard judged by age, still
 // that old (a fresh guard made meanwhile by an implementation that does not
 // take the flock is younger).
 func (b *fileBackend) sameGuard(moved string, v verdict) bool {
+	if v.lock != nil {
+		return sameFile(v.lock, filepath.Join(moved, holderFile))
+	}
 	if v.holder != nil {
 		got := readHolder(moved)
 		return got != nil && got.ID == v.holder.ID
@@ -212,6 +283,9 @@ func (b *fileBackend) sameGuard(moved string, v verdict) bool {
 // Failures are journaled, not returned: the mutation has already happened,
 // and a guard left behind is recovered once this process exits.
 func (b *fileBackend) leaveGuard(g *heldGuard) {
+	// The lock goes last: until the guard is moved away, a free lock
+	// would tell reapers this holder is dead.
+	defer g.lock.Close()
 	captured := g.path + ".release-" + randomHex(8)
 	if err := renameFile(g.path, captured); err != nil {
 		_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
@@ -231,3 +305,7 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 	}
 	_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
 }
+
+// guardHook, when set by a test, is called at named points of the guard
+// protocol so the test can interleave other processes' steps there.
+var guardHook = func(point string) {}

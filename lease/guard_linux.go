@@ -19,48 +19,45 @@ import (
 // RENAME_NOREPLACE, so guards fall back to mkdir plus a holder file.
 var noReplaceUnsupported atomic.Bool
 
-// createGuard makes the guard directory at path holding holder.json. It
+// createGuard makes the guard directory at path holding holder.json, and
+// returns holder.json open with an exclusive flock on it: holding that lock
+// is what makes the guard live (section 3.3 of docs/PROTOCOL.md). It
 // prepares the directory under a unique name and moves it into place with
 // renameat2(RENAME_NOREPLACE), so the guard appears with its holder already
-// recorded and never exists without one; it fails with fs.ErrExist if
-// anything is at path, including another implementation's empty mkdir
-// guard. Where the filesystem lacks RENAME_NOREPLACE it uses mkdir, which is
-// equally exclusive.
-func createGuard(path string, holder []byte) error {
+// recorded and locked; it fails with fs.ErrExist if anything is at path,
+// including another implementation's empty mkdir guard. Where the
+// filesystem lacks RENAME_NOREPLACE it uses mkdir, which is equally
+// exclusive.
+func createGuard(path string, holder []byte) (*os.File, error) {
 	if _, err := os.Lstat(path); err == nil {
-		return fs.ErrExist
+		return nil, fs.ErrExist
 	}
 	if !noReplaceUnsupported.Load() {
 		tmp := path + ".new-" + randomHex(8)
 		if err := os.Mkdir(tmp, 0o777); err != nil {
-			return err
+			return nil, err
 		}
-		if err := writeNewFile(filepath.Join(tmp, holderFile), holder); err != nil {
+		lock, err := createLockedFile(filepath.Join(tmp, holderFile), holder)
+		if err != nil {
 			_ = os.RemoveAll(tmp)
-			return err
+			return nil, err
 		}
-		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
 		if err == nil {
-			return nil
+			return lock, nil
 		}
 		_ = unlinkFile(filepath.Join(tmp, holderFile))
 		_ = removeDir(tmp)
+		lock.Close()
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
-			return fs.ErrExist
+			return nil, fs.ErrExist
 		}
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-			return err
+			return nil, err
 		}
 		noReplaceUnsupported.Store(true)
 	}
-	if err := os.Mkdir(path, 0o777); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(path, holderFile), holder, 0o666); err != nil {
-		_ = os.RemoveAll(path)
-		return err
-	}
-	return nil
+	return mkdirGuard(path, holder)
 }
 
 // renameNoReplace moves from to to unless something is already at to.

@@ -5,20 +5,11 @@ package lease
 import (
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
-// createGuard makes the guard directory with mkdir, then records its holder.
-func createGuard(path string, holder []byte) error {
-	if err := os.Mkdir(path, 0o777); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(path, holderFile), holder, 0o666); err != nil {
-		_ = os.RemoveAll(path)
-		return err
-	}
-	return nil
-}
+// createGuard makes the guard directory with mkdir, then records its
+// holder and locks it (see [mkdirGuard]).
+func createGuard(path string, holder []byte) (*os.File, error) { return mkdirGuard(path, holder) }
 
 func renameNoReplace(from, to string) error {
 	if _, err := os.Lstat(to); err == nil {

@@ -292,9 +292,11 @@ func TestReapGuardInterleaving(t *testing.T) {
 				t.Fatal("reaper 1 did not recover the guard")
 			}
 			freshBody, _ := json.Marshal(tt.fresh)
-			if err := createGuard(path, freshBody); err != nil { // a new holder enters
+			lock, err := createGuard(path, freshBody) // a new holder enters
+			if err != nil {
 				t.Fatal(err)
 			}
+			defer lock.Close()
 			if err := b.reapGuard("slot-1", path); err != nil { // reaper 2, acting on its stale judgment
 				t.Fatal(err)
 			}

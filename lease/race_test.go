@@ -207,8 +207,8 @@ func TestKilledGuardHolder(t *testing.T) {
 		waitFirst   bool // reap the child before acquiring; otherwise it is a zombie
 		wantReasons []string
 	}{
-		{"holder reaped by its parent", true, []string{"exited"}},
-		{"holder killed, not yet reaped (zombie)", false, []string{"zombie", "exited"}},
+		{"holder reaped by its parent", true, []string{"no longer holds its guard's lock"}},
+		{"holder killed, not yet reaped (zombie)", false, []string{"no longer holds its guard's lock"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

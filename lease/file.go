@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // JournalName is the store's journal of takeovers, reaps and forced releases.
@@ -39,9 +41,15 @@ func (b *fileBackend) recordPath(kind string) string {
 
 // Read implements [Backend].
 func (b *fileBackend) Read(kind string) (*Record, error) {
-	data, err := readSmallFile(b.recordPath(kind))
+	data, err := storefile.Read(b.recordPath(kind), MaxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	if errors.Is(err, storefile.ErrNotRegular) || errors.Is(err, storefile.ErrTooLarge) {
+		// Judged like any unreadable record (unknown, and taken over by
+		// the next acquire, whose rename replaces the entry itself), but
+		// nothing behind it is read, shown or journaled.
+		return &Record{Kind: kind, Corrupt: true, Reason: errors.Unwrap(err).Error()}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
@@ -149,15 +157,7 @@ func (b *fileBackend) Journal(e Event) error {
 	if err != nil {
 		return fmt.Errorf("lease: journal: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(b.dir, JournalName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
-	if err != nil {
-		return fmt.Errorf("lease: journal: %w", err)
-	}
-	_, err = f.Write(append(line, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := storefile.Append(filepath.Join(b.dir, JournalName), append(line, '\n')); err != nil {
 		return fmt.Errorf("lease: journal: %w", err)
 	}
 	return nil

@@ -102,6 +102,9 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 			if _, serr := os.Stat(b.dir); errors.Is(serr, fs.ErrNotExist) {
 				return nil, errNoStore
 			}
+			// The store directory appeared between our try and the
+			// check (another process's first mutation): try again.
+			continue
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("lease: guard %s: %w", kind, err)

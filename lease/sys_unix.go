@@ -9,33 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readSmallFile reads a record or holder file with bare open/read/close:
-// os.ReadFile adds an fstat, an fcntl and a failing epoll registration.
-func readSmallFile(path string) ([]byte, error) {
-	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 0, 512)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == 0 {
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
-	}
-}
-
 // writeNewFile creates path, which must not exist, and writes data to it.
 func writeNewFile(path string, data []byte) error {
 	fd, err := openRetry(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o666)

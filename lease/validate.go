@@ -21,6 +21,11 @@ const DefaultOwnerPattern = `^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`
 // and larger values overflow timestamp arithmetic in other implementations.
 const MaxTTLMinutes = 527_040
 
+// MaxRecordBytes bounds what is read of a record file. Ours stay far
+// below it (a 64 KiB payload, indented); a larger file is judged
+// unreadable (unknown) without being read further.
+const MaxRecordBytes = 1 << 20
+
 // maxPayloadBytes bounds the payload so a record stays a small file that is
 // read on every status and list.
 const maxPayloadBytes = 64 << 10

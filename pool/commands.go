@@ -157,7 +157,7 @@ func (p *Pool) deliverNudge(ctx context.Context, n Nudge) {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 		return
 	}
-	if err := appendLine(filepath.Join(p.dir, NudgesFile), json.RawMessage(line)); err != nil {
+	if err := p.appendLine(filepath.Join(p.dir, NudgesFile), json.RawMessage(line)); err != nil {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 	}
 	if p.cmds.nudge == "" {

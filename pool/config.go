@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -97,13 +97,16 @@ var (
 	}
 )
 
+// maxPoolFileBytes bounds a pool file: thousands of slots fit in it.
+const maxPoolFileBytes = 4 << 20
+
 // LoadFile reads and validates a pool file.
 func LoadFile(path string) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 	}
-	data, err := os.ReadFile(abs)
+	data, err := storefile.ReadUserFile(abs, maxPoolFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot read %s: %v", ErrConfig, path, err)
 	}

@@ -5,10 +5,11 @@ package pool
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // localLockFile serializes this implementation's processes before they take
@@ -22,10 +23,10 @@ const localLockFile = ".queue.flock"
 // lockLocal takes an exclusive flock on the pool's local lock file,
 // waiting until ctx ends. The kernel drops it if the process dies.
 func (p *Pool) lockLocal(ctx context.Context) (unlock func(), err error) {
-	if err := os.MkdirAll(p.dir, 0o777); err != nil {
+	if err := p.ensureDir(p.dir); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(p.dir, localLockFile), os.O_RDWR|os.O_CREATE, 0o666)
+	f, err := storefile.OpenLock(filepath.Join(p.dir, localLockFile))
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -74,7 +76,7 @@ type statsDoc struct {
 // readJSON decodes path into v. A missing or unreadable file leaves v as it
 // is: the queue and the statistics are advisory and rebuild themselves.
 func readJSON(path string, v any) {
-	data, err := os.ReadFile(path)
+	data, err := storefile.Read(path, maxStateBytes)
 	if err != nil {
 		return
 	}
@@ -87,48 +89,47 @@ func (p *Pool) writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+	if err := p.ensureDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	tmp := filepath.Join(p.dir, ".tmp-"+newID())
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o666); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	return storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'))
 }
 
-// appendLine appends one JSON line with a single write.
-func appendLine(path string, v any) error {
+// ensureDir makes sure dir, the pool's directory or one under it, is a
+// real directory, so nothing written there lands outside the store.
+func (p *Pool) ensureDir(dir string) error {
+	if dir != p.dir {
+		if err := storefile.Dir(p.dir); err != nil {
+			return err
+		}
+	}
+	return storefile.Dir(dir)
+}
+
+// appendLine appends one JSON line with a single write to a file of the
+// pool's directory.
+func (p *Pool) appendLine(path string, v any) error {
 	line, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+	if err := p.ensureDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(line, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return storefile.Append(path, append(line, '\n'))
 }
 
 // logEvent appends an event to pool.log; the journal is best effort.
+// maxStateBytes bounds what is read of a queue, statistics or grant file:
+// a queue of thousands of waiters fits many times over.
+const maxStateBytes = 4 << 20
+
 func (p *Pool) logEvent(event string, fields map[string]any) {
 	e := map[string]any{"at": lease.FormatTime(p.now()), "event": event}
 	for k, v := range fields {
 		e[k] = v
 	}
-	if err := appendLine(filepath.Join(p.dir, LogFile), orderedEvent(e)); err != nil {
+	if err := p.appendLine(filepath.Join(p.dir, LogFile), orderedEvent(e)); err != nil {
 		fmt.Fprintf(p.log, "pool: journal: %v\n", err)
 	}
 }
@@ -169,7 +170,7 @@ func (p *Pool) grantPath(requestID string) string {
 
 // readGrantFile returns the grant file of a request as raw fields, or nil.
 func (p *Pool) readGrantFile(requestID string) (map[string]json.RawMessage, error) {
-	data, err := os.ReadFile(p.grantPath(requestID))
+	data, err := storefile.Read(p.grantPath(requestID), maxStateBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -203,15 +204,23 @@ func (p *Pool) MovingAvg() time.Duration {
 	return time.Duration(sum/float64(len(d))) * time.Millisecond
 }
 
-// sweepGrants deletes grant files older than grantMaxAge.
+// sweepGrants deletes grant files older than grantMaxAge: only regular
+// files named as grants are, in a grants directory that is not a symlink.
 func (p *Pool) sweepGrants() {
 	dir := filepath.Join(p.dir, GrantsDir)
+	if !storefile.IsDir(p.dir) || !storefile.IsDir(dir) {
+		return
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	now := p.now()
 	for _, e := range entries {
+		id, isJSON := strings.CutSuffix(e.Name(), ".json")
+		if !e.Type().IsRegular() || !isJSON || !validRequestID(id) {
+			continue
+		}
 		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > grantMaxAge {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}

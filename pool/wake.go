@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 
 	"github.com/fsnotify/fsnotify"
@@ -25,7 +24,7 @@ func (p *Pool) watch(ctx context.Context) (<-chan struct{}, func()) {
 	}
 	// Both directories must exist to be watched; creating them is harmless
 	// (every waiter writes there right after).
-	_ = os.MkdirAll(p.dir, 0o777)
+	_ = p.ensureDir(p.dir)
 	for _, d := range []string{p.store.Dir(), p.dir} {
 		if err := w.Add(d); err != nil {
 			w.Close()

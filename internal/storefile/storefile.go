@@ -1,0 +1,216 @@
+// Package storefile opens the files of a lease store so that the store
+// cannot be turned against its users: no symlink is followed at the last
+// component, nothing but a regular file is read or written (a FIFO cannot
+// block, a device cannot be read forever), and reads are bounded.
+package storefile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	// ErrNotRegular reports a store path that is a symlink, a FIFO, a
+	// device, a socket or a directory where a regular file belongs.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrTooLarge reports a file over the read bound of its kind.
+	ErrTooLarge = errors.New("file too large")
+)
+
+// openFlags never follow a final symlink and never block on a FIFO.
+const openFlags = unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+
+func open(path string, flags int, perm uint32) (int, error) {
+	return openWith(path, flags|openFlags, perm)
+}
+
+func openWith(path string, flags int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, perm)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP):
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a symbolic link", ErrNotRegular)}
+		case errors.Is(err, unix.ENXIO):
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a FIFO or socket", ErrNotRegular)}
+		case err != nil:
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "fstat", Path: path, Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(st.Mode))}
+		}
+		return fd, nil
+	}
+}
+
+func kindOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
+// Read returns the content of the regular file at path, at most max bytes;
+// a longer file fails with ErrTooLarge, anything but a regular file with
+// ErrNotRegular, a missing one with an error matching fs.ErrNotExist.
+func Read(path string, max int) ([]byte, error) {
+	fd, err := open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return readFd(fd, path, max)
+}
+
+// ReadUserFile is [Read] for a file the user names (a pool or gate file):
+// a symlink is followed, but a FIFO, a device or a huge file is refused
+// all the same.
+func ReadUserFile(path string, max int) ([]byte, error) {
+	fd, err := openWith(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return readFd(fd, path, max)
+}
+
+func readFd(fd int, path string, max int) ([]byte, error) {
+	defer unix.Close(fd)
+	buf := make([]byte, 0, min(max+1, 4096))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > max {
+				return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)}
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):min(cap(buf), max+1)])
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) > max {
+			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)}
+		}
+	}
+}
+
+// Append appends data to the regular file at path (created if missing)
+// with a single write, which O_APPEND keeps whole against concurrent
+// appenders.
+func Append(path string, data []byte) error {
+	fd, err := open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, 0o666)
+	if err != nil {
+		return err
+	}
+	werr := writeAll(fd, path, data)
+	if err := unix.Close(fd); werr == nil && err != nil {
+		werr = &os.PathError{Op: "close", Path: path, Err: err}
+	}
+	return werr
+}
+
+// WriteNew creates path, which must not exist, and writes data to it.
+func WriteNew(path string, data []byte) error {
+	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	werr := writeAll(fd, path, data)
+	if err := unix.Close(fd); werr == nil && err != nil {
+		werr = &os.PathError{Op: "close", Path: path, Err: err}
+	}
+	return werr
+}
+
+// Replace writes data to a new temporary file beside path and renames it
+// over path: readers see the old content or the new, never a torn file,
+// and a symlink or FIFO at path is replaced, never written through.
+func Replace(path, tmpName string, data []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), tmpName)
+	if err := WriteNew(tmp, data); err != nil {
+		return err
+	}
+	if err := unix.Rename(tmp, path); err != nil {
+		_ = unix.Unlink(tmp)
+		return &os.LinkError{Op: "rename", Old: tmp, New: path, Err: err}
+	}
+	return nil
+}
+
+// OpenLock opens (creating it if missing) a regular file used only for
+// flock(2).
+func OpenLock(path string) (*os.File, error) {
+	fd, err := open(path, unix.O_RDWR|unix.O_CREAT, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// Dir makes sure path is a real directory, creating it (and its parents)
+// if missing; a symlink or anything else at path is refused, so nothing
+// placed under it lands outside the store.
+func Dir(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(path, 0o777); err != nil {
+			return err
+		}
+		fi, err = os.Lstat(path)
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		what := "not a directory"
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			what = "a symbolic link"
+		}
+		return &os.PathError{Op: "mkdir", Path: path, Err: fmt.Errorf("%w: %s where a directory belongs", ErrNotRegular, what)}
+	}
+	return nil
+}
+
+// IsDir reports whether path is a real directory (not a symlink to one).
+func IsDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}
+
+func writeAll(fd int, path string, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "write", Path: path, Err: err}
+		}
+		data = data[n:]
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package lease
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHostileRecordFiles plants what another local user (or a broken tool)
+// could put where a record belongs. Nothing may hang, nothing behind the
+// entry may be read or shown, the whole store stays listable, and an
+// acquire replaces the entry itself, never what it points to.
+func TestHostileRecordFiles(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte(`{"v":1,"owner":"SECRET-CONTENT"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(big, []byte(`{"v":1,"pad":"`+strings.Repeat("x", MaxRecordBytes)+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, path string)
+	}{
+		{"fifo", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink to a secret", func(t *testing.T, path string) {
+			if err := os.Symlink(secret, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink to /dev/zero", func(t *testing.T, path string) {
+			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"huge", func(t *testing.T, path string) {
+			if err := os.Link(big, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fb := realStore(t)
+			dir := fb.Backend.(*fileBackend).dir
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			mustAcquire(t, s, "fine", "o", 1)
+			tt.plant(t, filepath.Join(dir, "k.json"))
+
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				st, err := s.Status("k")
+				if err != nil || st.State != Unknown {
+					t.Errorf("status of a planted %s: %+v, %v; want unknown", tt.name, st, err)
+				}
+				all, err := s.List()
+				if err != nil || len(all) < 1 {
+					t.Errorf("list with a planted %s: %v, %v; want the store listed", tt.name, all, err)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("reading a planted %s hangs", tt.name)
+			}
+			if tt.name == "directory" {
+				return // an acquire cannot rename a file over a directory; it fails, nothing else
+			}
+			acq, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1})
+			if err != nil || !acq.TookOverExpired {
+				t.Fatalf("acquire over a planted %s: %+v, %v; want a takeover", tt.name, acq, err)
+			}
+			if fi, err := os.Lstat(filepath.Join(dir, "k.json")); err != nil || !fi.Mode().IsRegular() {
+				t.Errorf("k.json after the takeover: %v, %v; want our regular record", fi, err)
+			}
+			journal, _ := os.ReadFile(filepath.Join(dir, JournalName))
+			if strings.Contains(string(journal), "SECRET-CONTENT") || strings.Contains(string(journal), "xxxx") {
+				t.Errorf("the journal copied content from behind the entry:\n%.300s", journal)
+			}
+			if b, _ := os.ReadFile(secret); !strings.Contains(string(b), "SECRET-CONTENT") {
+				t.Errorf("the symlink's target was changed: %q", b)
+			}
+		})
+	}
+}
+
+func TestJournalRefusesASymlink(t *testing.T) {
+	s, fb := realStore(t)
+	dir := fb.Backend.(*fileBackend).dir
+	outside := filepath.Join(t.TempDir(), "outside.log")
+	if err := os.WriteFile(outside, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, JournalName)); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, s, "k", "o", 1)
+	if _, err := s.ForceRelease(context.Background(), "k", "op"); err == nil {
+		t.Errorf("a forced release journaled through a symlink (or skipped the journal)")
+	}
+	if b, _ := os.ReadFile(outside); len(b) != 0 {
+		t.Errorf("the journal was appended outside the store: %q", b)
+	}
+}

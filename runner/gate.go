@@ -86,7 +86,7 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	if err != nil {
 		return &Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)}
 	}
-	env := append(append([]string{}, s.env...), extra...)
+	env := append(gitless(s.env), extra...)
 	var stdin io.Reader = s.o.Stdin
 	if _, tty := terminalFd(stdin); tty {
 		null, err := os.Open(os.DevNull)
@@ -194,6 +194,27 @@ func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env
 		return end(PhaseFailed, ee.Status, err)
 	}
 	return end(PhaseFailed, 2, err)
+}
+
+// hookGitVars are what git exports to a hook run in a linked worktree.
+// Left set, every git command of a phase (which runs in the gate file's
+// directory, inside the worktree) would take that directory for the top of
+// the worktree; without them git finds the repository as usual.
+var hookGitVars = []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_PREFIX", "GIT_INDEX_FILE"}
+
+// gitless is env without hookGitVars.
+func gitless(env []string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, kv := range env {
+		for _, name := range hookGitVars {
+			if strings.HasPrefix(kv, name+"=") {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 type ending struct {

@@ -39,10 +39,11 @@ var commands = map[string]func(){
 
 // cli runs main as a process would: arguments without the program name,
 // the real stdout and stderr, a context cancelled by SIGINT or SIGTERM, and
-// its result as the exit status.
+// its result as the exit status. SIGHUP (a closed terminal) interrupts
+// like SIGINT and SIGTERM.
 func cli(main mainFunc) func() {
 	return func() {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		code := main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)

@@ -56,3 +56,12 @@ func Classify(err error) (code string, exit int) {
 	}
 	return "internal", ExitInternal
 }
+
+// Describe is err's text for people: a cancellation, which the CLIs only
+// get from a signal, says so instead of "context canceled".
+func Describe(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted by a signal before it finished"
+	}
+	return err.Error()
+}

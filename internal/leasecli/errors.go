@@ -43,7 +43,7 @@ func (r *refusal) Unwrap() error { return r.err }
 // exit status.
 func fail(stdout, stderr io.Writer, pretty bool, err error) int {
 	code, exit := classify(err)
-	out := failureOut{Failure: jsonout.Failure{Code: code, Error: err.Error()}}
+	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
 	var r *refusal
 	if errors.As(err, &r) {
 		out.Kind = r.kind
@@ -65,7 +65,7 @@ func fail(stdout, stderr io.Writer, pretty bool, err error) int {
 	}
 	_ = jsonout.Write(stdout, out, pretty)
 	if exit == jsonout.ExitUsage {
-		msg := err.Error()
+		msg := jsonout.Describe(err)
 		if !strings.HasPrefix(msg, "lease: ") {
 			msg = "lease: " + msg
 		}

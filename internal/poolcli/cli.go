@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -102,6 +103,20 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 
 func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.g.Pretty) }
 
+// shellRequested reports whether args ask for --shell output, before any
+// "--" that ends the flags.
+func shellRequested(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--shell", strings.HasPrefix(a, "--shell="):
+			return true
+		}
+	}
+	return false
+}
+
 // Main runs the pool command with args (without the program name) and
 // returns the exit status. ctx cancels waits and running commands.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -111,7 +126,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if err != nil {
-		return fail(stdout, stderr, false, false, err)
+		// The command line did not parse, so whether --shell was meant
+		// is read from the words themselves: output that may be eval'd
+		// must be a comment and a failing command on every path.
+		return fail(stdout, stderr, false, shellRequested(args), err)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {

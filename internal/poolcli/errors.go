@@ -46,7 +46,7 @@ func (w *withRequest) Unwrap() error { return w.err }
 // returns the exit status.
 func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
 	code, exit := classify(err)
-	out := failureOut{Failure: jsonout.Failure{Code: code, Error: err.Error()}}
+	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
 	var qe *pool.QueueError
 	if errors.As(err, &qe) {
 		out.Position = qe.Position
@@ -85,7 +85,7 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
 	} else {
 		_ = jsonout.Write(stdout, out, pretty)
 	}
-	msg := "pool: " + strings.TrimPrefix(err.Error(), "pool: ")
+	msg := "pool: " + strings.TrimPrefix(jsonout.Describe(err), "pool: ")
 	if exit == jsonout.ExitUsage {
 		msg += "\nRun 'pool --help' for usage."
 	}

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -26,8 +26,7 @@ type Line struct {
 func New(w io.Writer, prefix string) *Line {
 	l := &Line{w: w, prefix: prefix}
 	if f, ok := w.(*os.File); ok {
-		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-		l.tty = err == nil
+		l.tty = term.IsTerminal(int(f.Fd()))
 	}
 	return l
 }

@@ -47,9 +47,9 @@ func openWith(path string, flags int, perm uint32) (int, error) {
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "fstat", Path: path, Err: err}
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
 			unix.Close(fd)
-			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(st.Mode))}
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(uint32(st.Mode)))}
 		}
 		return fd, nil
 	}

@@ -1,7 +1,6 @@
 package gates
 
 import (
-	"math"
 	"path/filepath"
 
 	"github.com/goccy/go-yaml/ast"
@@ -115,9 +114,8 @@ func (w *walker) ttl(v ast.Node) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > lease.MaxTTLMinutes {
-		return 0, w.errorf(v, "ttl %s must be a number of minutes greater than 0 and at most %d (366 days)",
-			nodeText(v), lease.MaxTTLMinutes)
+	if !lease.ValidTTL(f) {
+		return 0, w.errorf(v, "ttl %s must be a number of minutes %s", nodeText(v), lease.TTLRange)
 	}
 	return f, nil
 }

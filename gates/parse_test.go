@@ -205,7 +205,7 @@ func TestParseInvalid(t *testing.T) {
 		{"owner empty", "pool: a\nowner: ''" + ok, "g.yaml:2:8: owner must not be empty; leave the key out for the default owner"},
 		{"ttl quoted", "pool: a\nttl: '10'" + ok, `g.yaml:2:6: ttl must be a number, found the string "10"; write it unquoted`},
 		{"ttl bool", "pool: a\nttl: true" + ok, "g.yaml:2:6: ttl must be a number, found a boolean (true)"},
-		{"ttl zero", "pool: a\nttl: 0" + ok, "g.yaml:2:6: ttl 0 must be a number of minutes greater than 0 and at most 527040 (366 days)"},
+		{"ttl zero", "pool: a\nttl: 0" + ok, "g.yaml:2:6: ttl 0 must be a number of minutes between 0.001 and 527040 minutes"},
 		{"ttl negative", "pool: a\nttl: -1.5" + ok, "g.yaml:2:6: ttl -1.5 must be ..."},
 		{"ttl too large", "pool: a\nttl: 527040.5" + ok, "g.yaml:2:6: ttl 527040.5 must be ..."},
 		{"ttl overflow", "pool: a\nttl: 1e999" + ok, "g.yaml:2:6: ttl 1e999 must be ..."},

@@ -621,6 +621,8 @@ func TestInvalidArgumentsTouchNothing(t *testing.T) {
 		{"ttl +Inf", acquire(with(func(r *Request) { r.TTLMinutes = math.Inf(1) }))},
 		{"ttl -Inf", acquire(with(func(r *Request) { r.TTLMinutes = math.Inf(-1) }))},
 		{"ttl over max", acquire(with(func(r *Request) { r.TTLMinutes = MaxTTLMinutes + 0.001 }))},
+		{"ttl under min", acquire(with(func(r *Request) { r.TTLMinutes = MinTTLMinutes / 2 }))},
+		{"denormal ttl", acquire(with(func(r *Request) { r.TTLMinutes = 5e-324 }))},
 		{"payload not JSON", acquire(with(func(r *Request) { r.Payload = json.RawMessage(`{"a":`) }))},
 		{"payload whitespace", acquire(with(func(r *Request) { r.Payload = json.RawMessage(`  `) }))},
 		{"payload too big", acquire(with(func(r *Request) { r.Payload = big }))},
@@ -655,7 +657,7 @@ func TestAcceptedEdgesOfValidation(t *testing.T) {
 		req  Request
 	}{
 		{"max ttl", Request{Kind: "k", Owner: "o", TTLMinutes: MaxTTLMinutes}},
-		{"tiny ttl", Request{Kind: "k", Owner: "o", TTLMinutes: 1e-6}},
+		{"smallest ttl", Request{Kind: "k", Owner: "o", TTLMinutes: MinTTLMinutes}},
 		{"128-char kind and owner", Request{Kind: strings.Repeat("a", 128), Owner: strings.Repeat("B", 128), TTLMinutes: 1}},
 		{"kind with dots and dashes", Request{Kind: "0.a_b-c", Owner: "user@host:1", TTLMinutes: 1}},
 		{"payload at the limit", Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: json.RawMessage(`"` + strings.Repeat("x", maxPayloadBytes-2) + `"`)}},

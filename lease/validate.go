@@ -2,7 +2,7 @@ package lease
 
 import (
 	"encoding/json"
-	"math"
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -16,6 +16,11 @@ const KindPattern = `^[a-z0-9][a-z0-9._-]{0,127}$`
 // DefaultOwnerPattern accepts any safe token: a letter or digit, then up to
 // 127 letters, digits or . _ : @ -.
 const DefaultOwnerPattern = `^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`
+
+// MinTTLMinutes is the shortest TTL accepted: 60 ms, far below any real
+// use, yet enough for tests that let leases lapse on purpose; shorter ones
+// (down to 5e-324) only expire before they can be used.
+const MinTTLMinutes = 0.001
 
 // MaxTTLMinutes bounds a lease's TTL at 366 days: a lock held longer is a bug,
 // and larger values overflow timestamp arithmetic in other implementations.
@@ -137,9 +142,19 @@ func checkKind(kind string) error {
 	return nil
 }
 
+// ValidTTL reports whether ttlMinutes is a TTL a lease may be given:
+// between MinTTLMinutes and MaxTTLMinutes. Records of other
+// implementations are read whatever their TTL.
+func ValidTTL(ttlMinutes float64) bool {
+	return ttlMinutes >= MinTTLMinutes && ttlMinutes <= MaxTTLMinutes
+}
+
+// TTLRange says, for messages, what [ValidTTL] accepts.
+var TTLRange = fmt.Sprintf("between %g and %d minutes", MinTTLMinutes, MaxTTLMinutes)
+
 func checkTTL(ttlMinutes float64) error {
-	if math.IsNaN(ttlMinutes) || math.IsInf(ttlMinutes, 0) || ttlMinutes <= 0 || ttlMinutes > MaxTTLMinutes {
-		return invalidf("ttl %v minutes must be a positive number of minutes no greater than %d", ttlMinutes, MaxTTLMinutes)
+	if !ValidTTL(ttlMinutes) {
+		return invalidf("ttl %v minutes must be %s", ttlMinutes, TTLRange)
 	}
 	return nil
 }

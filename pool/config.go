@@ -21,6 +21,9 @@ const (
 	// DefaultTTLMinutes is a slot lease's TTL: long enough for a heartbeat
 	// loop that beats every few minutes to survive a slow machine.
 	DefaultTTLMinutes = 30
+	// MinWaiterStale is the shortest waiterStaleMs accepted: waiters poll
+	// every third of it, and more often would only churn the queue.
+	MinWaiterStale = 100 * time.Millisecond
 	// DefaultWaiterStale drops a queue entry whose waiter has not polled for
 	// this long; waiters poll at least every third of it.
 	DefaultWaiterStale = 90 * time.Second
@@ -196,8 +199,11 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		}
 		f.set(v)
 	}
-	if c.TTLMinutes > lease.MaxTTLMinutes {
-		return nil, configErr("$.ttlMinutes", "must be at most %d", lease.MaxTTLMinutes)
+	if _, set := top["ttlMinutes"]; set && !lease.ValidTTL(c.TTLMinutes) {
+		return nil, configErr("$.ttlMinutes", "must be %s", lease.TTLRange)
+	}
+	if _, set := top["waiterStaleMs"]; set && c.WaiterStale < MinWaiterStale {
+		return nil, configErr("$.waiterStaleMs", "must be at least %d: a waiter re-checks every third of it", MinWaiterStale.Milliseconds())
 	}
 	if raw, ok := top["grantEnv"]; ok {
 		if err := json.Unmarshal(raw, &c.GrantEnv); err != nil || c.GrantEnv == nil {

@@ -509,3 +509,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigRanges: every numeric field of a pool file has a range, and a
+// value outside it is refused with its JSON path before anything runs.
+func TestConfigRanges(t *testing.T) {
+	for _, tt := range []struct{ name, field, want string }{
+		{"denormal ttl", `"ttlMinutes":5e-324`, "$.ttlMinutes"},
+		{"ttl under the minimum", `"ttlMinutes":0.0005`, "$.ttlMinutes"},
+		{"ttl over the maximum", `"ttlMinutes":527041`, "$.ttlMinutes"},
+		{"waiterStaleMs under the floor", `"waiterStaleMs":50`, "$.waiterStaleMs"},
+		{"movingAvgSeedMs over the maximum", `"movingAvgSeedMs":1e300`, "$.movingAvgSeedMs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(`{`+tt.field+`,"slots":[{"id":1}]}`), t.TempDir())
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want ErrConfig naming %s", err, tt.want)
+			}
+		})
+	}
+	for _, ok := range []string{`"ttlMinutes":0.001`, `"ttlMinutes":527040`, `"waiterStaleMs":100`} {
+		if _, err := Parse([]byte(`{`+ok+`,"slots":[{"id":1}]}`), t.TempDir()); err != nil {
+			t.Errorf("Parse(%s) = %v, want it accepted", ok, err)
+		}
+	}
+}

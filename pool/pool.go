@@ -74,8 +74,8 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 		cmds: commands{provision: cfg.Provision, reset: cfg.Reset, health: cfg.Health, nudge: cfg.NudgeCommand},
 	}
 	if opts.TTLMinutes != 0 {
-		if !(opts.TTLMinutes > 0) || opts.TTLMinutes > lease.MaxTTLMinutes {
-			return nil, fmt.Errorf("%w: ttl %v minutes must be positive and at most %d", ErrInvalid, opts.TTLMinutes, lease.MaxTTLMinutes)
+		if !lease.ValidTTL(opts.TTLMinutes) {
+			return nil, fmt.Errorf("%w: ttl %v minutes must be %s", ErrInvalid, opts.TTLMinutes, lease.TTLRange)
 		}
 		p.ttl = opts.TTLMinutes
 	}

@@ -296,7 +296,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 			_, err := tp.Store().Acquire(context.Background(), lease.Request{Kind: "slot-1", Owner: "intruder", TTLMinutes: 30})
 			return err
 		}},
-		{"heartbeat finds the lease lost and cancels the command", 0.0005, func(ctx context.Context, tp *testPool) error {
+		{"heartbeat finds the lease lost and cancels the command", lease.MinTTLMinutes, func(ctx context.Context, tp *testPool) error {
 			tp.clock.Advance(time.Minute) // the 30 ms ttl passes on the lease's clock
 			select {
 			case <-ctx.Done(): // the heartbeat loop (every ttl/4 = 7.5 ms) cancels us

@@ -510,14 +510,14 @@ func TestProcessesKilledHolderIsReaped(t *testing.T) {
 	}
 }
 
-// TestTinyTTLDoesNotCrash: a positive ttlMinutes so small that the TTL is
-// under 4 ns passes validation, and the heartbeat loop of whileHolding
-// (commands.go) then calls time.NewTicker(0), which panics and kills the
-// process. Run in a helper process so the panic cannot take the test
-// binary down.
+// TestTinyTTLDoesNotCrash: the smallest TTL accepted (60 ms) must not
+// make the heartbeat loop of a held slot spin or panic (it once called
+// time.NewTicker(0) for a TTL under 4 ns, which killed the process; such
+// TTLs are refused now, see TestConfigRanges). Run in a helper process so
+// a panic cannot take the test binary down.
 func TestTinyTTLDoesNotCrash(t *testing.T) {
 	t.Parallel()
-	pp := newProcPool(t, `{"ttlMinutes":1e-12,"slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"ttlMinutes":0.001,"slots":[{"id":1}]}`, Options{})
 	h := pp.start(t, "tinyttl", 0)
 	select {
 	case <-h.done:
@@ -526,7 +526,7 @@ func TestTinyTTLDoesNotCrash(t *testing.T) {
 	}
 	if h.err != nil {
 		if strings.Contains(h.out(), "non-positive interval for NewTicker") {
-			t.Fatalf("ttlMinutes 1e-12 crashes the acquiring process: %v", h.err)
+			t.Fatalf("ttlMinutes 0.001 crashes the acquiring process: %v", h.err)
 		}
 		t.Fatalf("helper failed: %v\n%s", h.err, h.out())
 	}

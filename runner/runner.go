@@ -116,8 +116,8 @@ func (o *Options) check() error {
 	if o.Pool != nil {
 		o.TTLMinutes = o.Pool.TTLMinutes()
 	}
-	if !(o.TTLMinutes > 0) || o.TTLMinutes > lease.MaxTTLMinutes {
-		return fmt.Errorf("%w: ttl %v minutes must be positive and at most %d", ErrInvalid, o.TTLMinutes, lease.MaxTTLMinutes)
+	if !lease.ValidTTL(o.TTLMinutes) {
+		return fmt.Errorf("%w: ttl %v minutes must be %s", ErrInvalid, o.TTLMinutes, lease.TTLRange)
 	}
 	ttl := time.Duration(o.TTLMinutes * float64(time.Minute))
 	if o.Heartbeat != 0 && o.Heartbeat >= ttl {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/alecthomas/kong"
 )
@@ -56,4 +57,18 @@ func Parse(grammar any, name, description string, vars kong.Vars, args []string,
 		return nil, false, 0, Usagef("%v", err)
 	}
 	return kctx, false, 0, nil
+}
+
+// MaxMs bounds every millisecond flag (waits, polls, timeouts) at 366
+// days: longer is a mistake, and far longer overflows a time.Duration
+// into an instant timeout.
+const MaxMs = 366 * 24 * 60 * 60 * 1000
+
+// Ms checks a millisecond flag named name against [0, MaxMs] and returns
+// it as a duration.
+func Ms(name string, v int64) (time.Duration, error) {
+	if v < 0 || v > MaxMs {
+		return 0, Usagef("--%s must be between 0 and %d milliseconds (366 days)", name, int64(MaxMs))
+	}
+	return time.Duration(v) * time.Millisecond, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/lease"
@@ -30,8 +29,9 @@ type acquireOut struct {
 }
 
 func (c *acquireCmd) Run(e *env) error {
-	if c.WaitMs < 0 {
-		return cliparse.Usagef("--wait-ms must be zero or more")
+	wait, err := cliparse.Ms("wait-ms", c.WaitMs)
+	if err != nil {
+		return err
 	}
 	req := lease.Request{Kind: c.Kind, Owner: c.Owner, TTLMinutes: c.TTL}
 	if c.Payload != nil {
@@ -40,14 +40,12 @@ func (c *acquireCmd) Run(e *env) error {
 		}
 		req.Payload = json.RawMessage(*c.Payload)
 	}
-	var acq *lease.Acquisition
-	var err error
-	acq, err = e.store.Acquire(e.ctx, req)
+	acq, err := e.store.Acquire(e.ctx, req)
 	if held := (*lease.HeldError)(nil); c.WaitMs > 0 && errors.As(err, &held) {
 		// Say why nothing happens yet; a wait must never look like a hang.
 		fmt.Fprintf(e.stderr, "lease: %s is held by %q until %s; waiting up to %d ms\n",
 			c.Kind, held.Record.Owner, lease.FormatTime(held.ExpiresAt), c.WaitMs)
-		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(c.WaitMs)*time.Millisecond)
+		ctx, cancel := context.WithTimeout(e.ctx, wait)
 		defer cancel()
 		acq, err = e.store.AcquireWait(ctx, req)
 	}

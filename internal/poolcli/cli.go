@@ -6,10 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -79,12 +77,13 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	ttl := 0.0 // the pool file's
 	if w.TTL != nil {
 		ttl = *w.TTL
-		if !(ttl > 0) || ttl > lease.MaxTTLMinutes || math.IsNaN(ttl) {
-			return nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+		if !lease.ValidTTL(ttl) {
+			return nil, cliparse.Usagef("--ttl must be a number of minutes %s", lease.TTLRange)
 		}
 	}
-	if w.PollMs < 0 {
-		return nil, cliparse.Usagef("--poll-ms must be zero or more")
+	poll, err := cliparse.Ms("poll-ms", w.PollMs)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := pool.LoadFile(e.g.Pool)
 	if err != nil {
@@ -95,7 +94,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 		return nil, err
 	}
 	return pool.Open(store, cfg, pool.Options{
-		TTLMinutes: ttl, Poll: time.Duration(w.PollMs) * time.Millisecond,
+		TTLMinutes: ttl, Poll: poll,
 		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,
 		Log: e.stderr,
 	})

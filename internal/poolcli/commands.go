@@ -28,8 +28,12 @@ type acquireCmd struct {
 }
 
 func (c *acquireCmd) Run(e *env) error {
-	if c.WaitMs != nil && *c.WaitMs < 0 {
-		return cliparse.Usagef("--wait-ms must be zero or more")
+	var wait time.Duration
+	if c.WaitMs != nil {
+		var err error
+		if wait, err = cliparse.Ms("wait-ms", *c.WaitMs); err != nil {
+			return err
+		}
 	}
 	if c.WaitMs != nil && *c.WaitMs == 0 {
 		c.NoWait = true
@@ -40,10 +44,6 @@ func (c *acquireCmd) Run(e *env) error {
 	p, err := e.open(c.waitFlags)
 	if err != nil {
 		return err
-	}
-	var wait time.Duration
-	if c.WaitMs != nil {
-		wait = time.Duration(*c.WaitMs) * time.Millisecond
 	}
 	line := progress.New(e.stderr, "pool")
 	g, err := p.Acquire(e.ctx, pool.AcquireRequest{Owner: c.Owner, Session: c.Session, NoWait: c.NoWait, Wait: wait, OnWait: line.Show})
@@ -94,8 +94,8 @@ type requestOut struct {
 }
 
 func (c *requestCmd) Run(e *env) error {
-	if c.TimeoutMs <= 0 {
-		return cliparse.Usagef("--timeout-ms (POOL_WAITER_TIMEOUT_MS) must be positive")
+	if c.TimeoutMs <= 0 || c.TimeoutMs > cliparse.MaxMs {
+		return cliparse.Usagef("--timeout-ms (POOL_WAITER_TIMEOUT_MS) must be between 1 and %d milliseconds (366 days)", int64(cliparse.MaxMs))
 	}
 	p, err := e.open(c.waitFlags)
 	if err != nil {
@@ -171,8 +171,8 @@ type waiterOut struct {
 }
 
 func (c *waiterCmd) Run(e *env) error {
-	if c.TimeoutMs <= 0 {
-		return cliparse.Usagef("POOL_WAITER_TIMEOUT_MS must be positive")
+	if c.TimeoutMs <= 0 || c.TimeoutMs > cliparse.MaxMs {
+		return cliparse.Usagef("POOL_WAITER_TIMEOUT_MS must be between 1 and %d milliseconds (366 days)", int64(cliparse.MaxMs))
 	}
 	p, err := e.open(c.waitFlags)
 	if err != nil {

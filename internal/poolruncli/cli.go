@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -210,21 +209,26 @@ func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error
 	if c.Pool != nil && c.Kind != nil {
 		return nil, nil, cliparse.Usagef("--pool and --kind exclude each other")
 	}
-	if c.WaitMs != nil && *c.WaitMs < 0 {
-		return nil, nil, cliparse.Usagef("--wait-ms must be zero or more")
+	var wait time.Duration
+	if c.WaitMs != nil {
+		var err error
+		if wait, err = cliparse.Ms("wait-ms", *c.WaitMs); err != nil {
+			return nil, nil, err
+		}
 	}
 	if c.NoWait && c.WaitMs != nil && *c.WaitMs > 0 {
 		return nil, nil, cliparse.Usagef("--no-wait and --wait-ms exclude each other")
 	}
-	if c.PollMs < 0 {
-		return nil, nil, cliparse.Usagef("--poll-ms must be zero or more")
+	poll, err := cliparse.Ms("poll-ms", c.PollMs)
+	if err != nil {
+		return nil, nil, err
 	}
 	o := &runner.Options{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait}
 	if c.WaitMs != nil {
 		if *c.WaitMs == 0 {
 			o.NoWait = true
 		}
-		o.Wait = time.Duration(min(*c.WaitMs, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+		o.Wait = wait
 	}
 
 	// What to hold: a flag, else the gate file, else the environment.
@@ -278,8 +282,8 @@ func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error
 		ttl = v
 	}
 	if ttl != 0 || c.TTL != nil {
-		if !(ttl > 0) || ttl > lease.MaxTTLMinutes || math.IsNaN(ttl) {
-			return nil, nil, cliparse.Usagef("--ttl must be a positive number of minutes, at most %d", lease.MaxTTLMinutes)
+		if !lease.ValidTTL(ttl) {
+			return nil, nil, cliparse.Usagef("--ttl must be a number of minutes %s", lease.TTLRange)
 		}
 	}
 	switch {
@@ -318,7 +322,7 @@ func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error
 		return nil, nil, err
 	}
 	o.Pool, err = pool.Open(store, cfg, pool.Options{
-		TTLMinutes: ttl, Poll: time.Duration(c.PollMs) * time.Millisecond,
+		TTLMinutes: ttl, Poll: poll,
 		Provision: c.ProvisionCmd, Reset: c.ResetCmd, Health: c.HealthCmd, Log: stdio.Stderr,
 	})
 	if err != nil {

@@ -255,6 +255,9 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		return nil
 	}
 	_ = os.RemoveAll(dst)
+	// A holder that died inside the guard may have died inside another
+	// operation of this kind too: clear what such operations left.
+	b.sweepLocked(kind)
 	e := Event{Event: EventGuardReaped, Kind: kind, Guard: path, Reason: v.reason}
 	if v.holder != nil {
 		e.Holder, e.PID = v.holder.ID, v.holder.PID

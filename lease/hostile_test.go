@@ -122,3 +122,64 @@ func TestJournalRefusesASymlink(t *testing.T) {
 		t.Errorf("the journal was appended outside the store: %q", b)
 	}
 }
+
+// TestSweepRemovesDeadTemporaries: what processes killed mid-operation
+// leave (a guard being created, reaped or left; a record being written)
+// is removed by reconcile once it is older than the guard stale bound,
+// while a live process's temporaries, fresh ones and anything else stay.
+func TestSweepRemovesDeadTemporaries(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store"), WithGuardStale(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.b.(*fileBackend)
+	mustAcquire(t, s, "k", "o", 1)
+	old := time.Now().Add(-time.Hour)
+	plantDir := func(name string, locked bool) string {
+		p := filepath.Join(b.dir, name)
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(os.Mkdir(p, 0o777))
+		f, err := createLockedFile(filepath.Join(p, holderFile), []byte(`{"id":"x","pid":1,"lock":true}`))
+		must(err)
+		if locked {
+			t.Cleanup(func() { f.Close() })
+		} else {
+			f.Close()
+		}
+		must(os.Chtimes(p, old, old))
+		return p
+	}
+	dead := []string{
+		plantDir(".guard-k.new-0123456789abcdef", false),
+		plantDir(".guard-k.reaped-0123456789abcdef", false),
+		plantDir(".guard-other.release-0123456789abcdef", false),
+	}
+	tmp := filepath.Join(b.dir, ".tmp-k-0123456789abcdef")
+	if err := os.WriteFile(tmp, []byte("{"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chtimes(tmp, old, old)
+	dead = append(dead, tmp)
+	alive := plantDir(".guard-k.new-fedcba9876543210", true)
+	fresh := filepath.Join(b.dir, ".tmp-k-fresh")
+	if err := os.WriteFile(fresh, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dead {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s survived the sweep", filepath.Base(p))
+		}
+	}
+	for _, p := range []string{alive, fresh, filepath.Join(b.dir, "k.json")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", filepath.Base(p), err)
+		}
+	}
+}

@@ -99,7 +99,8 @@ type Report struct {
 	Foreign []Status
 }
 
-// Reconcile sweeps the store at session start: it reaps dead leases whose
+// Reconcile sweeps the store at session start: it removes the temporaries
+// of operations whose process died (see [Sweeper]), reaps dead leases whose
 // owner is inside the fence (and unreadable records, which have no owner to
 // fence), reports live ones, and reports without touching any record whose
 // owner is outside the fence.
@@ -109,6 +110,9 @@ func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Held: []Status{}, Reaped: []*Record{}, Foreign: []Status{}}
+	if sw, ok := s.b.(Sweeper); ok {
+		sw.Sweep("") // what dead operations left behind
+	}
 	for _, st := range all {
 		if st.State == Invalid {
 			rep.Foreign = append(rep.Foreign, st)

@@ -183,3 +183,44 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 		}
 	}
 }
+
+// TestListSurvivesAnUnreadableEntry: an entry the process may not read
+// (here: a record whose read fails) is reported on its own, as unknown
+// with the reason; the rest of the store is listed and reconcile goes on
+// without touching it.
+func TestListSurvivesAnUnreadableEntry(t *testing.T) {
+	s, fb := realStore(t)
+	mustAcquire(t, s, "a", "o", 1)
+	mustAcquire(t, s, "c", "o", 1)
+	bad := &unreadableBackend{Backend: fb, kind: "b"}
+	if err := os.WriteFile(filepath.Join(fb.Backend.(*fileBackend).dir, "b.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := New(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s2.List()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("List = %+v, %v; want three entries", all, err)
+	}
+	if all[1].Kind != "b" || all[1].State != Unknown || all[1].ReadErr == nil || !strings.Contains(all[1].Record.Reason, "permission denied") {
+		t.Errorf("the unreadable entry: %+v", all[1])
+	}
+	rep, err := s2.Reconcile(context.Background())
+	if err != nil || len(rep.Foreign) != 1 || len(rep.Held) != 2 {
+		t.Errorf("Reconcile = %+v, %v; want b reported as foreign, a and c held", rep, err)
+	}
+}
+
+type unreadableBackend struct {
+	Backend
+	kind string
+}
+
+func (b *unreadableBackend) Read(kind string) (*Record, error) {
+	if kind == b.kind {
+		return nil, &os.PathError{Op: "open", Path: kind + ".json", Err: syscall.EACCES}
+	}
+	return b.Backend.Read(kind)
+}

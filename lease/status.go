@@ -32,6 +32,10 @@ type Status struct {
 	ExpiresAt time.Time
 	// Remaining is the time left on a held lease; negative when expired.
 	Remaining time.Duration
+	// ReadErr is why the entry could not be read at all (a permission
+	// denied, an I/O error); the entry is then Unknown, and reconcile
+	// reports it without touching it.
+	ReadErr error
 }
 
 // Status reads kind's lease without taking its critical section.
@@ -64,7 +68,8 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 }
 
 // List reads every lease in the store, sorted by kind. Files whose names
-// are not kinds come back with State Invalid.
+// are not kinds come back with State Invalid; an entry that cannot be read
+// comes back Unknown with ReadErr set, and the others are still listed.
 func (s *Store) List() ([]Status, error) {
 	names, err := s.b.Names()
 	if err != nil {
@@ -78,7 +83,10 @@ func (s *Store) List() ([]Status, error) {
 		}
 		rec, err := s.b.Read(n)
 		if err != nil {
-			return nil, err
+			// One bad entry must not hide the rest of the store.
+			out = append(out, Status{Kind: n, State: Unknown, ReadErr: err,
+				Record: &Record{Kind: n, Corrupt: true, Reason: "unreadable: " + err.Error()}})
+			continue
 		}
 		if rec == nil {
 			continue // released while listing
@@ -114,7 +122,7 @@ func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
 		sw.Sweep("") // what dead operations left behind
 	}
 	for _, st := range all {
-		if st.State == Invalid {
+		if st.State == Invalid || st.ReadErr != nil {
 			rep.Foreign = append(rep.Foreign, st)
 			continue
 		}

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -96,6 +98,29 @@ func (r *Record) Expired(now time.Time) bool {
 	}
 	ageMs := float64(now.UnixMilli() - r.Heartbeat.UnixMilli())
 	return ageMs > r.TTLMinutes*60_000
+}
+
+// TokenFingerprint names a token without giving it away: "sha256:" and
+// the first 12 hex digits of its SHA-256. Two outputs showing the same
+// fingerprint name the same incarnation of a lease; neither can be used
+// to heartbeat or release it.
+func TokenFingerprint(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// Redacted is a copy of r whose token is replaced by its fingerprint, for
+// output to anyone but the process that acquired the lease.
+func (r *Record) Redacted() *Record {
+	if r == nil || r.Corrupt {
+		return r
+	}
+	c := *r
+	c.Token = TokenFingerprint(r.Token)
+	return &c
 }
 
 var knownFields = []string{"v", "kind", "owner", "token", "heartbeat", "ttlMinutes", "payload", "acquiredAt"}

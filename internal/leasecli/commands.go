@@ -58,7 +58,7 @@ func (c *acquireCmd) Run(e *env) error {
 	return e.emit(acquireOut{
 		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record,
 		ExpiresAt:       lease.FormatTime(acq.Record.ExpiresAt()),
-		TookOverExpired: acq.TookOverExpired, Previous: acq.Previous,
+		TookOverExpired: acq.TookOverExpired, Previous: acq.Previous.Redacted(),
 	})
 }
 
@@ -132,7 +132,7 @@ func (c *releaseCmd) Run(e *env) error {
 		code = "not_held"
 	}
 	return e.emit(releaseOut{OK: true, Code: code, Kind: c.Kind, Released: rel.Released,
-		WasExpired: rel.WasExpired, Forced: c.Force, Previous: rel.Previous})
+		WasExpired: rel.WasExpired, Forced: c.Force, Previous: rel.Previous.Redacted()})
 }
 
 type statusCmd struct {
@@ -153,7 +153,9 @@ type statusOut struct {
 }
 
 func statusView(st *lease.Status) statusOut {
-	out := statusOut{Kind: st.Kind, State: st.State, Record: st.Record}
+	// Whoever reads a status is not the holder: the token is shown only
+	// as its fingerprint, so reading a status cannot give a lease away.
+	out := statusOut{Kind: st.Kind, State: st.State, Record: st.Record.Redacted()}
 	switch st.State {
 	case lease.Invalid:
 		out.Note = "file name is not a lease kind: reported, never touched"
@@ -199,7 +201,7 @@ func (c *reapCmd) Run(e *env) error {
 	if prev == nil {
 		return e.emit(reapOut{OK: true, Code: "not_held", Kind: c.Kind})
 	}
-	return e.emit(reapOut{OK: true, Code: "reaped", Kind: c.Kind, Reaped: true, Previous: prev})
+	return e.emit(reapOut{OK: true, Code: "reaped", Kind: c.Kind, Reaped: true, Previous: prev.Redacted()})
 }
 
 type listCmd struct{}
@@ -247,7 +249,7 @@ func (c *reconcileCmd) Run(e *env) error {
 		out.Held = append(out.Held, statusView(&rep.Held[i]))
 	}
 	for _, r := range rep.Reaped {
-		out.Reaped = append(out.Reaped, reapedOut{Kind: r.Kind, Previous: r})
+		out.Reaped = append(out.Reaped, reapedOut{Kind: r.Kind, Previous: r.Redacted()})
 	}
 	for i := range rep.Foreign {
 		out.Foreign = append(out.Foreign, statusView(&rep.Foreign[i]))

@@ -48,7 +48,7 @@ func fail(stdout, stderr io.Writer, pretty bool, err error) int {
 	if errors.As(err, &r) {
 		out.Kind = r.kind
 		if rec := lease.LiveRecord(err); rec != nil {
-			out.Holder, out.Record = rec.Owner, rec
+			out.Holder, out.Record = rec.Owner, rec.Redacted()
 			out.ExpiresAt = lease.FormatTime(rec.ExpiresAt())
 			left := rec.ExpiresAt().Sub(r.now).Milliseconds()
 			out.ExpiresInMs = &left

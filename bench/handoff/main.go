@@ -1,3 +1,9 @@
+//go:build ignore
+
+// Run it with `go run bench/handoff/main.go`: the build tag keeps this
+// benchmark out of `go install ./...`, which pre-commit runs to install the
+// repository's commands.
+
 // Command handoff measures how long a freed pool slot takes to reach the
 // next waiter: from the holder's release to the waiter's grant on stdout.
 //

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,4 +224,16 @@ func (b *unreadableBackend) Read(kind string) (*Record, error) {
 		return nil, &os.PathError{Op: "open", Path: kind + ".json", Err: syscall.EACCES}
 	}
 	return b.Backend.Read(kind)
+}
+
+func TestPayloadDepthIsBounded(t *testing.T) {
+	s, _ := realStore(t)
+	deep := strings.Repeat("[", MaxPayloadDepth+1) + strings.Repeat("]", MaxPayloadDepth+1)
+	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(deep)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a payload %d deep: %v, want ErrInvalid", MaxPayloadDepth+1, err)
+	}
+	ok := `{"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"","a":` + strings.Repeat("[", MaxPayloadDepth-1) + strings.Repeat("]", MaxPayloadDepth-1) + `}`
+	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(ok)}); err != nil {
+		t.Errorf("a payload at the limit (brackets in strings do not count): %v", err)
+	}
 }

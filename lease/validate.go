@@ -169,5 +169,39 @@ func checkPayload(p json.RawMessage) error {
 	if !json.Valid(p) {
 		return invalidf("payload is not valid JSON")
 	}
+	if d := jsonDepth(p); d > MaxPayloadDepth {
+		return invalidf("payload nests %d levels deep; the limit is %d", d, MaxPayloadDepth)
+	}
 	return nil
+}
+
+// MaxPayloadDepth bounds how deeply a payload nests. Records are written
+// indented, so a deep payload grows quadratically on disk (20 KB of
+// brackets became a 200 MB record) and every read of it slows down.
+const MaxPayloadDepth = 64
+
+// jsonDepth is the deepest nesting of arrays and objects in valid JSON.
+func jsonDepth(p []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range p {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -60,13 +60,17 @@ type ptyLink struct {
 // terminal in raw mode (so keys, Ctrl-C included, reach the command as
 // typed) and copies both ways.
 func startOnPty(cmd *exec.Cmd, in *os.File, out io.Writer) (*ptyLink, error) {
-	ptmx, tty, err := pty.Open()
+	opened, tty, err := pty.Open()
 	if err != nil {
 		return nil, err
 	}
 	defer tty.Close()
+	ptmx, err := pollable(opened)
+	if err != nil {
+		return nil, err
+	}
 	l := &ptyLink{ptmx: ptmx, inFd: int(in.Fd()), outDone: make(chan struct{})}
-	_ = pty.InheritSize(in, ptmx)
+	l.resize()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -80,7 +84,7 @@ func startOnPty(cmd *exec.Cmd, in *os.File, out io.Writer) (*ptyLink, error) {
 	signal.Notify(l.winch, syscall.SIGWINCH)
 	go func() {
 		for range l.winch {
-			_ = pty.InheritSize(in, ptmx)
+			l.resize()
 		}
 	}()
 	go func() { _, _ = io.Copy(ptmx, in) }()
@@ -91,6 +95,37 @@ func startOnPty(cmd *exec.Cmd, in *os.File, out io.Writer) (*ptyLink, error) {
 		_, _ = io.Copy(out, ptmx)
 	}()
 	return l, nil
+}
+
+// pollable returns the pty master as a non-blocking file the runtime's
+// poller serves, and closes f. creack/pty leaves the master in blocking
+// mode (it calls Fd on it), so every read of an idle master would hold an
+// OS thread and hand the goroutine between threads for each 4 KB chunk:
+// output through the pty ran at 80-89% of a direct run instead of 98%.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// resize gives the command's terminal the size of the caller's, through
+// the master's raw connection (Fd would make it blocking again).
+func (l *ptyLink) resize() {
+	ws, err := unix.IoctlGetWinsize(l.inFd, unix.TIOCGWINSZ)
+	if err != nil {
+		return
+	}
+	if rc, err := l.ptmx.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) })
+	}
 }
 
 // close waits (up to grace) for the command's last output, then restores

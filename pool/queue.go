@@ -38,7 +38,7 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 	// The payload names this process, so that if it dies holding the lock
 	// the next process can prove it and take the lock at once instead of
 	// after its TTL.
-	self, _ := json.Marshal(lease.Self())
+	self, _ := json.Marshal(lockHolder{Process: lease.Self(), Pool: p.dir})
 	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes, Payload: self}
 	acq, err := p.store.Acquire(ctx, req)
 	if rec := lease.LiveRecord(err); rec != nil && p.recoverDeadLock(ctx, rec) {
@@ -63,15 +63,27 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 	return fn()
 }
 
-// recoverDeadLock releases a queue lock held for a process that has
-// provably died (its payload names it; a live process of this
-// implementation would also hold the local flock we now hold). The release
-// is fenced by the dead holder's token, so a lock taken over meanwhile is
-// left alone. A lock whose payload names no process (the Node tool's) waits
-// for its TTL.
+// lockHolder is the queue lock's payload: the process holding it, and the
+// pool directory whose local flock it took first.
+type lockHolder struct {
+	lease.Process
+	Pool string `json:"pool,omitempty"`
+}
+
+// recoverDeadLock releases a queue lock held for a process that can no
+// longer hold it, proven in one of two ways. If the payload names this
+// pool's directory, the holder is a process of this implementation that
+// took this pool's local flock before the lock and lets go of it only
+// after releasing the lock; we hold that flock now, so the holder has died
+// inside its hold. (The kernel drops a killed process's flock at once,
+// while /proc may show it running a moment longer, so the flock is the
+// better proof.) Otherwise the named process must have provably exited.
+// The release is fenced by the dead holder's token, so a lock taken over
+// meanwhile is left alone. A lock whose payload names no process (the Node
+// tool's) waits for its TTL.
 func (p *Pool) recoverDeadLock(ctx context.Context, rec *lease.Record) bool {
-	var holder lease.Process
-	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 || !holder.Dead() {
+	var holder lockHolder
+	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 || holder.Pool != p.dir && !holder.Dead() {
 		return false
 	}
 	if _, err := p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {

@@ -68,3 +68,25 @@ func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
 		})
 	}
 }
+
+// A process SIGKILLed inside a queue mutation may still read as running in
+// /proc for a moment after the kernel dropped its locks. A lock naming
+// this pool's directory is recovered on the proof of the local flock we
+// hold, whatever /proc says: here it names this very (live) process.
+func TestQueueLockRecoveredOnTheFlockProof(t *testing.T) {
+	tp := newTestPool(t, oneSlotPool, Options{})
+	payload, _ := json.Marshal(lockHolder{Process: lease.Self(), Pool: tp.Dir()})
+	if _, err := tp.Store().Acquire(context.Background(), lease.Request{
+		Kind: tp.Config().QueueLockKind, Owner: "ghost", TTLMinutes: queueLockTTLMinutes, Payload: payload,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", NoWait: true}); err != nil {
+		t.Fatalf("Acquire behind a lock whose holder cannot hold it: %v", err)
+	}
+	if got := eventsNamed(logEvents(t, tp.Dir()), "queue_lock_recovered"); len(got) != 1 {
+		t.Errorf("queue_lock_recovered events = %v, want 1", got)
+	}
+}

@@ -4,24 +4,105 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
+
+// waitLiner is implemented by backends that can line up the waiters of a
+// kind, so that a release wakes one waiter instead of all of them (a herd
+// racing for the guard, which made a hand-off with 50 waiters take up to
+// seconds).
+type waitLiner interface {
+	// lineUp joins the line of kind's waiters. turn delivers nil once the
+	// caller is at the head of the line (or an error: the line is then
+	// unusable, and the caller waits without it). leave gives the place
+	// or the turn back; it may be called at any time, and more than once.
+	lineUp(kind string) (turn <-chan error, leave func(), err error)
+}
+
+// lineCheckFactor: a waiter behind the head of the line reads the record
+// (without the guard) every lineCheckFactor poll intervals, and races for
+// the lease like any other process when it has found it free on two checks
+// in a row: the head may be stopped, or slow, and the line must never keep
+// a free lease from every waiter.
+const lineCheckFactor = 4
 
 // AcquireWait acquires like [Store.Acquire], but while the lease is held it
 // waits and tries again: on a change to the record reported by the backend
 // (a release is seen within milliseconds), at the holder's expiry, and at
 // least every poll interval. It stops when ctx is done: a deadline ends it
 // with a [*HeldError] matching ErrTimeout, a cancellation with ctx's error.
+//
+// On a backend that lines waiters up (the file store: an flock(2) on the
+// kind's wait file), only the head of the line watches and retries; the
+// others wait their turn, so one release wakes one waiter. Processes that
+// do not use the line (the Node tool) are ordinary racers.
 func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error) {
 	if err := s.checkRequest(r); err != nil {
 		return nil, err
 	}
 	start := time.Now()
+	liner, ok := s.b.(waitLiner)
+	if !ok {
+		return s.waitHead(ctx, r, start, nil)
+	}
+	// A free lease is taken at once, without touching the line, so only a
+	// waiter that has to wait creates the wait file.
+	acq, err := s.Acquire(ctx, r)
+	var held *HeldError
+	if !errors.As(err, &held) {
+		return acquired(acq, err)
+	}
+	turn, leave, err := liner.lineUp(r.Kind)
+	if err != nil {
+		return s.waitHead(ctx, r, start, held)
+	}
+	defer leave()
+	check := max(lineCheckFactor*s.opts.pollInterval, time.Millisecond)
+	timer := time.NewTimer(check/2 + rand.N(check))
+	defer timer.Stop()
+	freeSeen := false
+	for {
+		select {
+		case err := <-turn:
+			_ = err // with or without the line, the head waits the same way
+			return s.waitHead(ctx, r, start, held)
+		case <-ctx.Done():
+			return nil, waitEnded(ctx, held, start)
+		case <-timer.C:
+		}
+		// The safety net behind the head.
+		timer.Reset(check/2 + rand.N(check))
+		st, err := s.Status(r.Kind)
+		if err != nil || st.State == Held {
+			if err == nil && st.Record != nil {
+				held = &HeldError{Record: st.Record, ExpiresAt: st.Record.ExpiresAt()}
+			}
+			freeSeen = false
+			continue
+		}
+		if !freeSeen {
+			freeSeen = true
+			continue
+		}
+		freeSeen = false
+		acq, err := s.Acquire(ctx, r)
+		if !errors.As(err, &held) {
+			return acquired(acq, err)
+		}
+	}
+}
+
+// waitHead is the wait of the head of the line (or of every waiter, on a
+// backend without one): watch the record, retry on a change, at the
+// holder's expiry and every poll interval. held is the refusal seen last,
+// if any.
+func (s *Store) waitHead(ctx context.Context, r Request, start time.Time, held *HeldError) (*Acquisition, error) {
 	var wake <-chan struct{}
 	if w, ok := s.b.(Watcher); ok {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		// Watch before the first attempt, so a release between a refusal and
+		// Watch before the next attempt, so a release between a refusal and
 		// the wait still wakes us.
 		if ch, err := w.Watch(wctx, r.Kind); err == nil {
 			wake = ch
@@ -32,13 +113,8 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 	<-timer.C
 	for {
 		acq, err := s.Acquire(ctx, r)
-		var held *HeldError
 		if !errors.As(err, &held) {
-			if errors.Is(err, context.DeadlineExceeded) {
-				// The deadline passed while entering the critical section.
-				return nil, fmt.Errorf("%w: %v", ErrTimeout, err)
-			}
-			return acq, err
+			return acquired(acq, err)
 		}
 		next := s.opts.pollInterval
 		if until := time.Until(held.ExpiresAt) + time.Millisecond; until > 0 && until < next {
@@ -47,11 +123,7 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 		timer.Reset(next)
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				held.Timeout, held.Waited = true, time.Since(start)
-				return nil, held
-			}
-			return nil, ctx.Err()
+			return nil, waitEnded(ctx, held, start)
 		case <-wake:
 			if !timer.Stop() {
 				<-timer.C
@@ -59,4 +131,23 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 		case <-timer.C:
 		}
 	}
+}
+
+// acquired returns the outcome of an attempt that was not refused.
+func acquired(acq *Acquisition, err error) (*Acquisition, error) {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		// The deadline passed while entering the critical section.
+		return nil, fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	return acq, err
+}
+
+// waitEnded is the error of a wait whose ctx is done: a timeout with the
+// last refusal seen, or ctx's error.
+func waitEnded(ctx context.Context, held *HeldError, start time.Time) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		held.Timeout, held.Waited = true, time.Since(start)
+		return held
+	}
+	return ctx.Err()
 }

@@ -80,7 +80,13 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 // the entry is lost, wait (if positive) has passed, or ctx ends. The entry
 // is heartbeated every poll. A busy queue lock is waited out, not fatal: it
 // only means many waiters.
-func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan struct{}, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
+//
+// An attempt runs at every poll, and on a file event only when it could
+// succeed: a change to a slot wakes only the entries that may be granted
+// (see mayGrant), and a change to the queue makes the others re-read their
+// position, nothing more. So a release with 50 waiters wakes one attempt,
+// not 50 attempts racing with the one that matters.
+func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
 	start := time.Now()
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -92,17 +98,22 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan str
 	nextBeat := time.Time{}
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
+	attempt, near := true, true
 	for {
-		g, err := p.tryGrant(ctx, e.ID, owner)
-		switch {
-		case g != nil:
-			return g, nil
-		case errors.Is(err, ErrQueueBusy):
-			fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
-		case err != nil:
-			return nil, err
-		case noWait:
-			return nil, ErrSaturated
+		if attempt {
+			g, err := p.tryGrant(ctx, e.ID, owner)
+			switch {
+			case g != nil:
+				return g, nil
+			case errors.Is(err, ErrQueueBusy):
+				fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+			case err != nil:
+				return nil, err
+			case noWait:
+				return nil, ErrSaturated
+			}
+			near = p.mayGrant(e.ID)
+			wake.listen(near)
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
 			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
@@ -130,6 +141,10 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan str
 			return &QueueError{Err: ErrTimeout, RequestID: e.ID, Position: last.Position,
 				EtaMs: last.EtaMs, WaitedMs: time.Since(start).Milliseconds()}
 		}
+		var slots <-chan struct{}
+		if near {
+			slots = wake.slots
+		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -138,10 +153,35 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake <-chan str
 			return nil, ctx.Err()
 		case <-deadline:
 			return nil, timedOut()
-		case <-wake:
+		case <-slots:
+			attempt = true
+		case <-wake.queue:
+			near = p.mayGrant(e.ID)
+			attempt = near
+			if near {
+				wake.listen(true) // before the attempt, so no release is missed
+			}
 		case <-timer.C:
+			attempt = true
+			wake.listen(true)
 		}
 	}
+}
+
+// mayGrant reports whether entry id could be granted a slot now, as far as
+// the queue says: only the first len(slots) live entries can be (granting
+// needs more free slots than live entries ahead that hold none, and free
+// slots plus slots held by entries ahead are at most all slots). An entry
+// that is not found says yes, so that the attempt reports it lost. One read
+// of queue.json, without the lock.
+func (p *Pool) mayGrant(id string) bool {
+	live, _ := p.live(p.readQueue())
+	for i := range live {
+		if live[i].ID == id {
+			return i < len(p.cfg.Slots)
+		}
+	}
+	return true
 }
 
 // Queued is an async request waiting in the queue.

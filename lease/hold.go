@@ -40,6 +40,10 @@ type HoldOptions struct {
 	// ErrExpired means the lease had been lost before the release: it was
 	// gone, someone else's, or past its TTL.
 	Release func(ctx context.Context) error
+	// Acquired, when set, must be the record [Store.Acquire] has just
+	// returned for this lease: it stands for Keep's first heartbeat,
+	// saving one store write, if it carries the token and has not expired.
+	Acquired *Record
 }
 
 // Hold keeps one held lease alive, in the spirit of etcd's
@@ -73,17 +77,20 @@ type Hold struct {
 }
 
 // Keep starts keeping the lease on kind that owner holds with token. It
-// heartbeats once before it returns, so a Hold never starts on a lease that
-// is already gone: that first refusal is returned wrapped in ErrLost, any
-// other failure as it is. Cancelling ctx stops the heartbeats as
+// heartbeats once before it returns (unless o.Acquired is the record just
+// acquired), so a Hold never starts on a lease that is already gone: that
+// first refusal is returned wrapped in ErrLost, any other failure as it is. Cancelling ctx stops the heartbeats as
 // [Hold.Stop] does; it is not a loss.
 func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptions) (*Hold, error) {
-	rec, err := s.Heartbeat(ctx, kind, owner, token)
-	if err != nil {
-		if definiteLoss(err) {
-			return nil, fmt.Errorf("%w: %w", ErrLost, err)
+	rec := o.Acquired
+	if rec == nil || rec.Corrupt || rec.Kind != kind || rec.Owner != owner || rec.Token != token || rec.Expired(s.Now()) {
+		var err error
+		if rec, err = s.Heartbeat(ctx, kind, owner, token); err != nil {
+			if definiteLoss(err) {
+				return nil, fmt.Errorf("%w: %w", ErrLost, err)
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	h := &Hold{
 		store: s, kind: kind, owner: owner, token: token, rec: rec,

@@ -226,3 +226,21 @@ func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
 		t.Errorf("Keep after release = %v, want ErrLost and ErrNotHeld", err)
 	}
 }
+
+func TestKeepTakesTheAcquiredRecordAsItsFirstBeat(t *testing.T) {
+	s, fb := realStore(t)
+	rec := mustAcquire(t, s, "k", "o", 1)
+	fb.fail.Store(1) // a write now would fail: Keep must not need one
+	h, err := s.Keep(context.Background(), "k", "o", rec.Token, HoldOptions{Interval: time.Hour, Acquired: rec})
+	if err != nil {
+		t.Fatalf("Keep with the acquired record: %v", err)
+	}
+	defer h.Stop()
+	if h.Record() != rec {
+		t.Errorf("the hold did not start from the acquired record")
+	}
+	fb.fail.Store(0)
+	if _, err := s.Keep(context.Background(), "k", "o", "not-ours", HoldOptions{Acquired: rec}); !errors.Is(err, ErrLost) {
+		t.Errorf("Keep with a record of another token = %v, want it to check the store and find the lease lost", err)
+	}
+}

@@ -113,6 +113,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, lease.JournalName)
 	}
 	s := &session{o: o, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
+	hopts.Acquired = rec
 	s.hold, err = o.Store.Keep(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token, hopts)
 	if err != nil {
 		if !errors.Is(err, lease.ErrLost) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -32,6 +33,11 @@ type exitRequest struct{ code int }
 // message) and wanted to exit, exited is true and status is what it asked
 // for; otherwise a parse failure is a usage error.
 func Parse(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (kctx *kong.Context, exited bool, status int, err error) {
+	if wantsVersion(args) {
+		fmt.Fprintf(stdout, "%s %s\n", name, Version())
+		return nil, true, 0, nil
+	}
+	args = helpVerb(grammar, args)
 	parser, err := kong.New(grammar,
 		kong.Name(name),
 		kong.Description(description),
@@ -71,4 +77,55 @@ func Ms(name string, v int64) (time.Duration, error) {
 		return 0, Usagef("--%s must be between 0 and %d milliseconds (366 days)", name, int64(MaxMs))
 	}
 	return time.Duration(v) * time.Millisecond, nil
+}
+
+// wantsVersion reports a --version before any "--".
+func wantsVersion(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--version" {
+			return true
+		}
+	}
+	return false
+}
+
+// helpVerb turns "help [VERB...]" into "[VERB...] --help" for CLIs made of
+// verbs, as users of such CLIs expect; a CLI that runs a command given as
+// its arguments (pool-run) keeps "help" as that command.
+func helpVerb(grammar any, args []string) []string {
+	if _, runsCommands := grammar.(interface{ RunsCommands() }); runsCommands || len(args) == 0 || args[0] != "help" {
+		return args
+	}
+	return append(append([]string{}, args[1:]...), "--help")
+}
+
+// Version is the module version and VCS revision the binary was built
+// from, as the Go toolchain recorded them, and the Go version.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " (" + rev[:min(len(rev), 12)] + modified + ")"
+	}
+	return v + " " + bi.GoVersion
 }

@@ -51,6 +51,10 @@ type cli struct {
 	Command []string `arg:"" optional:"" passthrough:"partial" placeholder:"-- COMMAND [ARGS...]" help:"The command to run while the lease is held (no shell)."`
 }
 
+// RunsCommands marks pool-run as a CLI whose arguments are a command to
+// run: "pool-run help" runs a program named help, it is not a help verb.
+func (*cli) RunsCommands() {}
+
 const description = `Hold a slot of a pool (or one baton lease) while a command or a gate file's
 phases run: acquire (waiting in the queue), provision, run, heartbeat, and
 release on every exit path. The command runs directly, in a process group of

@@ -171,7 +171,7 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 		h = parseHolder(data)
 	}
 	guardHook("judge:read")
-	if h != nil && h.Lock {
+	if h != nil && h.Lock && sameHost(h) {
 		lerr := flockRetry(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 		if lerr == nil && sameFile(f, hf) {
 			return verdict{stale: true, reason: fmt.Sprintf("holder pid %d no longer holds its guard's lock", h.PID), holder: h, lock: f}
@@ -199,6 +199,15 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 		return verdict{stale: true, reason: fmt.Sprintf("unidentified guard %s old", age.Round(time.Millisecond)), holder: h}
 	}
 	return verdict{holder: h}
+}
+
+// sameHost reports whether a holder ran on this host, in this boot and pid
+// namespace, as far as it says: only there is its lock, as this process
+// sees it, the lock the holder took (a filesystem shared with another host
+// may not show other hosts' locks at all).
+func sameHost(h *guardHolder) bool {
+	me := self()
+	return h.Host == me.Host && h.Boot == me.Boot && h.PIDNS == me.PIDNS
 }
 
 // readHolder reads the holder of the guard directory guardDir, or nil.

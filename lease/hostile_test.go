@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -144,7 +145,10 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 			}
 		}
 		must(os.Mkdir(p, 0o777))
-		f, err := createLockedFile(filepath.Join(p, holderFile), []byte(`{"id":"x","pid":1,"lock":true}`))
+		h := self()
+		h.ID, h.Lock = "x", true
+		body, _ := json.Marshal(h)
+		f, err := createLockedFile(filepath.Join(p, holderFile), body)
 		must(err)
 		if locked {
 			t.Cleanup(func() { f.Close() })
@@ -166,6 +170,16 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 	_ = os.Chtimes(tmp, old, old)
 	dead = append(dead, tmp)
 	alive := plantDir(".guard-k.new-fedcba9876543210", true)
+	// The live guard of kind "a.new-b", held by a holder that keeps no
+	// lock (an older version, the Node tool): it cannot be proven dead.
+	legacy := filepath.Join(b.dir, ".guard-a.new-0123456789abcdef")
+	if err := os.Mkdir(legacy, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(legacy, holderFile), []byte(`{"id":"legacy","pid":1}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chtimes(legacy, old, old)
 	fresh := filepath.Join(b.dir, ".tmp-k-fresh")
 	if err := os.WriteFile(fresh, nil, 0o666); err != nil {
 		t.Fatal(err)
@@ -178,7 +192,7 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 			t.Errorf("%s survived the sweep", filepath.Base(p))
 		}
 	}
-	for _, p := range []string{alive, fresh, filepath.Join(b.dir, "k.json")} {
+	for _, p := range []string{alive, legacy, fresh, filepath.Join(b.dir, "k.json")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed: %v", filepath.Base(p), err)
 		}

@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,19 +91,27 @@ func (b *fileBackend) isTemporary(name, kind string) bool {
 	return false
 }
 
-// removeDeadGuardDir removes a temporary guard directory whose holder no
-// longer holds its lock (or never took one), with its holder.json.
+// removeDeadGuardDir removes a temporary guard directory, with its
+// holder.json, only when that holder says it keeps a lock and the lock is
+// free (or there is no holder file at all). A holder that keeps no lock (an
+// older version of this tool, the Node tool) cannot be proven dead here,
+// and the directory may be the live guard of a kind whose name looks like
+// a temporary: it is left to the guard's own judgement and recovery.
 func (b *fileBackend) removeDeadGuardDir(dir string) bool {
 	hf := filepath.Join(dir, holderFile)
-	if f, _, err := openHolderFile(hf); err == nil {
-		err := flockRetry(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+	f, data, err := openHolderFile(hf)
+	if err == nil {
+		h := parseHolder(data)
+		lerr := flockRetry(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 		f.Close()
-		if err != nil {
-			return false // its creator is alive, or locks do not work here
+		if h == nil || !h.Lock || !sameHost(h) || lerr != nil {
+			return false // not provably dead
 		}
 		if unlinkFile(hf) != nil {
 			return false
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false
 	}
 	return removeDir(dir) == nil
 }

@@ -221,3 +221,32 @@ func TestAcquireWaitHostileWaitFile(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonedWaitsLeaveNothingBehind: waiters behind the head that give
+// up (a timeout) must not leave a descriptor or a thread blocked behind a
+// head that may wait as long as the lease is held.
+func TestAbandonedWaitsLeaveNothingBehind(t *testing.T) {
+	s, _ := realStore(t)
+	mustAcquire(t, s, "k", "holder", 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	headDone := make(chan struct{})
+	go func() {
+		defer close(headDone)
+		_, _ = s.AcquireWait(ctx, Request{Kind: "k", Owner: "head", TTLMinutes: 1})
+	}()
+	time.Sleep(50 * time.Millisecond) // the head holds the line
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	before := fds()
+	for range 100 {
+		wctx, wcancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_, _ = s.AcquireWait(wctx, Request{Kind: "k", Owner: "w", TTLMinutes: 1})
+		wcancel()
+	}
+	time.Sleep(50 * time.Millisecond) // let the abandoned tries notice
+	if after := fds(); after > before+5 {
+		t.Errorf("100 abandoned waits left %d descriptors open (%d before)", after-before, before)
+	}
+	cancel()
+	<-headDone
+}

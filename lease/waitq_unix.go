@@ -4,13 +4,19 @@ package lease
 
 import (
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
 )
+
+// linePoll is how often a waiter behind the head tries for the line's
+// lock: the turn passes within about this long of the head leaving.
+const linePoll = 5 * time.Millisecond
 
 // waitFileName is the name of kind's wait file in the store,
 // .wait-<kind>.flock: the line of this implementation's
@@ -22,8 +28,8 @@ import (
 func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 
 // lineUp implements [waitLiner] with an exclusive flock(2) on kind's wait
-// file: the kernel queues the waiters blocked in it, and the one holding it
-// is the head. The file is opened like every store file (no symlink, a
+// file: the waiter holding it is the head, and the others try for it every
+// linePoll. The file is opened like every store file (no symlink, a
 // regular file only, never blocking on open); anything else there makes the
 // line unusable and the caller waits without it.
 func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
@@ -47,26 +53,32 @@ func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
 		f.Close()
 		return nil, nil, err
 	}
-	// A goroutine blocked in flock(2) cannot be interrupted, and the
-	// descriptor must stay open while it is: the waiter may leave first
-	// (ctx ended, or it won the lease as a racer), and then the turn is
-	// passed on as soon as the kernel grants it.
-	got := make(chan error, 1)
-	go func() { got <- flockRetry(fd, unix.LOCK_EX) }()
+	// Not at the head: try for the lock every linePoll, rather than in a
+	// blocking flock(2), which no cancellation can interrupt: a waiter that
+	// gives up must not leave a thread and a descriptor blocked behind a
+	// head that may hold the line for as long as the lease is held.
 	left := make(chan struct{})
 	go func() {
-		var err error
-		select {
-		case err = <-got:
-			turn <- err
-			<-left
-		case <-left:
-			err = <-got
+		defer f.Close()
+		t := time.NewTimer(linePoll/2 + rand.N(linePoll))
+		defer t.Stop()
+		for {
+			select {
+			case <-left:
+				return
+			case <-t.C:
+			}
+			err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+			if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+				turn <- err
+				<-left
+				if err == nil {
+					_ = unix.Flock(fd, unix.LOCK_UN)
+				}
+				return
+			}
+			t.Reset(linePoll/2 + rand.N(linePoll))
 		}
-		if err == nil {
-			_ = unix.Flock(fd, unix.LOCK_UN)
-		}
-		f.Close()
 	}()
 	var once sync.Once
 	return turn, func() { once.Do(func() { close(left) }) }, nil

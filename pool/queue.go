@@ -83,7 +83,12 @@ type lockHolder struct {
 // tool's) waits for its TTL.
 func (p *Pool) recoverDeadLock(ctx context.Context, rec *lease.Record) bool {
 	var holder lockHolder
-	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 || holder.Pool != p.dir && !holder.Dead() {
+	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 {
+		return false
+	}
+	me := lease.Self()
+	sameHost := holder.Host == me.Host && holder.Boot == me.Boot && holder.PIDNS == me.PIDNS
+	if !(holder.Pool == p.dir && sameHost) && !holder.Dead() {
 		return false
 	}
 	if _, err := p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {

@@ -93,7 +93,7 @@ func ReadUserFile(path string, max int) ([]byte, error) {
 
 func readFd(fd int, path string, max int) ([]byte, error) {
 	defer unix.Close(fd)
-	buf := make([]byte, 0, min(max+1, 4096))
+	buf := make([]byte, 0, min(max+1, 512)) // a record is a few hundred bytes
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > max {

@@ -69,7 +69,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
 	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+randomHex(8))
-	werr := writeNewFile(tmp, data)
+	werr := storefile.WriteNew(tmp, data)
 	if werr == nil {
 		werr = renameFile(tmp, b.recordPath(kind))
 	}

@@ -77,7 +77,23 @@ func Read(path string, max int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer unix.Close(fd)
 	return readFd(fd, path, max)
+}
+
+// OpenRead is [Read] that also returns the file, still open, so that the
+// caller can lock or stat the very inode it read.
+func OpenRead(path string, max int) (*os.File, []byte, error) {
+	fd, err := open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := readFd(fd, path, max)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fd), path), data, nil
 }
 
 // ReadUserFile is [Read] for a file the user names (a pool or gate file):
@@ -88,11 +104,11 @@ func ReadUserFile(path string, max int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer unix.Close(fd)
 	return readFd(fd, path, max)
 }
 
 func readFd(fd int, path string, max int) ([]byte, error) {
-	defer unix.Close(fd)
 	buf := make([]byte, 0, min(max+1, 512)) // a record is a few hundred bytes
 	for {
 		if len(buf) == cap(buf) {
@@ -122,20 +138,57 @@ func readFd(fd int, path string, max int) ([]byte, error) {
 // with a single write, which O_APPEND keeps whole against concurrent
 // appenders.
 func Append(path string, data []byte) error {
-	fd, err := open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, 0o666)
-	if err != nil {
-		return err
-	}
-	werr := writeAll(fd, path, data)
-	if err := unix.Close(fd); werr == nil && err != nil {
-		werr = &os.PathError{Op: "close", Path: path, Err: err}
-	}
-	return werr
+	return writeClose(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, data)
 }
 
 // WriteNew creates path, which must not exist, and writes data to it.
 func WriteNew(path string, data []byte) error {
+	return writeClose(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, data)
+}
+
+// CreateLocked creates path, which must not exist, takes an exclusive
+// flock(2) on it before writing data, and returns it open: the lock lasts
+// until the file is closed or the process dies, whichever comes first.
+func CreateLocked(path string, data []byte) (*os.File, error) {
 	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+	}
+	if err := writeAll(fd, path, data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Flock is flock(2), retried on EINTR.
+func Flock(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// Same reports whether path (not followed if a symlink) is the open file f.
+func Same(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(path, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// writeClose opens path with flags, writes data and closes it, reporting
+// the first failure.
+func writeClose(path string, flags int, data []byte) error {
+	fd, err := open(path, flags, 0o666)
 	if err != nil {
 		return err
 	}

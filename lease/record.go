@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -61,10 +62,18 @@ type Record struct {
 	// Payload is the caller's JSON value, or nil for JSON null.
 	Payload    json.RawMessage
 	AcquiredAt time.Time
+	// Boot is the boot-clock reading taken with the heartbeat, when the
+	// writer had one (an additive field, "boot" on disk; see [Record.Judge]).
+	Boot *BootStamp
 
 	// Extra keeps fields written by other implementations, so a heartbeat
 	// rewrites them unchanged.
 	Extra map[string]json.RawMessage
+
+	// deep names the top-level values (payload or extra fields) that nest
+	// deeper than encoding/json parses: read without it, kept verbatim on
+	// disk, left out of outputs (see decodeDeep).
+	deep map[string]bool
 
 	Corrupt bool
 	Raw     string
@@ -89,15 +98,13 @@ func (r *Record) ExpiresAt() time.Time {
 	return r.Heartbeat.Add(r.TTL())
 }
 
-// Expired reports whether the record is dead at now: corrupt, or its last
-// heartbeat is more than its TTL ago (compared in whole milliseconds, as
-// the timestamps are stored).
+// Expired reports whether the record is dead at the wall-clock instant now
+// by the rules of [Record.Judge] without a boot-clock reading: corrupt, its
+// last heartbeat more than its TTL ago (in whole milliseconds, as the
+// timestamps are stored), or its heartbeat implausibly far in the future.
+// A [Store] judges with its boot clock too; see [Store.Judge].
 func (r *Record) Expired(now time.Time) bool {
-	if r.Corrupt {
-		return true
-	}
-	ageMs := float64(now.UnixMilli() - r.Heartbeat.UnixMilli())
-	return ageMs > r.TTLMinutes*60_000
+	return !r.Judge(now, nil).Live
 }
 
 // TokenFingerprint names a token without giving it away: "sha256:" and
@@ -129,6 +136,15 @@ var knownFields = []string{"v", "kind", "owner", "token", "heartbeat", "ttlMinut
 // extra fields sorted by name. A corrupt record renders as
 // {"corrupt":true,"kind":…,"reason":…,"raw":…}.
 func (r *Record) MarshalJSON() ([]byte, error) {
+	return r.marshal(nil)
+}
+
+// marshal renders the record. A value in r.deep cannot go through
+// encoding/json: with subst nil (outputs) it is left out, the payload shown
+// as null and the names listed under "omitted"; otherwise (the file) it is
+// written as a unique placeholder string recorded in subst, for encodeFile
+// to put the original text back.
+func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 	if r.Corrupt {
 		return json.Marshal(struct {
 			Corrupt bool   `json:"corrupt"`
@@ -139,6 +155,24 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 	}
 	payload := r.Payload
 	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	var omitted []string
+	deepValue := func(name string, v json.RawMessage) (json.RawMessage, bool) {
+		if !r.deep[name] {
+			return v, true
+		}
+		if subst == nil {
+			omitted = append(omitted, name)
+			return nil, false
+		}
+		ph := `"\u0000deep-` + randomHex(16) + `"`
+		subst[ph] = v
+		return json.RawMessage(ph), true
+	}
+	if v, ok := deepValue("payload", payload); ok {
+		payload = v
+	} else {
 		payload = json.RawMessage("null")
 	}
 	var b bytes.Buffer
@@ -170,13 +204,27 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 	}
+	if r.Boot != nil {
+		if err := field("boot", bootField{ID: r.Boot.ID, Ms: r.Boot.Ms, At: FormatTime(r.Heartbeat)}); err != nil {
+			return nil, err
+		}
+	}
 	names := make([]string, 0, len(r.Extra))
 	for k := range r.Extra {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if err := field(k, r.Extra[k]); err != nil {
+		v, ok := deepValue(k, r.Extra[k])
+		if !ok {
+			continue
+		}
+		if err := field(k, v); err != nil {
+			return nil, err
+		}
+	}
+	if len(omitted) > 0 {
+		if err := field("omitted", omitted); err != nil {
 			return nil, err
 		}
 	}
@@ -199,7 +247,8 @@ func marshalPlain(v any) ([]byte, error) {
 // encodeFile renders the record as stored on disk: two-space indented JSON
 // and a final newline, the layout the reference implementation writes.
 func (r *Record) encodeFile() ([]byte, error) {
-	compact, err := r.MarshalJSON()
+	subst := map[string]json.RawMessage{}
+	compact, err := r.marshal(subst)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +257,11 @@ func (r *Record) encodeFile() ([]byte, error) {
 		return nil, err
 	}
 	b.WriteByte('\n')
-	return b.Bytes(), nil
+	out := b.Bytes()
+	for ph, v := range subst {
+		out = bytes.Replace(out, []byte(ph), v, 1)
+	}
+	return out, nil
 }
 
 // DecodeRecord parses the bytes of <kind>.json. It never fails: a record
@@ -228,8 +281,12 @@ func DecodeRecord(kind string, data []byte) *Record {
 		return bad("empty record")
 	}
 	var fields map[string]json.RawMessage
+	var deep map[string]bool
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
-		return bad("not a JSON object")
+		var ok bool
+		if fields, deep, ok = decodeDeep(data); !ok {
+			return bad("not a JSON object")
+		}
 	}
 	r := &Record{V: RecordVersion, Kind: kind}
 	var v float64
@@ -270,10 +327,71 @@ func DecodeRecord(kind string, data []byte) *Record {
 	for _, k := range knownFields {
 		delete(fields, k)
 	}
+	if raw, ok := fields["boot"]; ok {
+		if b, ours := decodeBoot(raw, hb); ours {
+			r.Boot = b
+			delete(fields, "boot")
+		}
+	}
 	if len(fields) > 0 {
 		r.Extra = fields
 	}
+	r.deep = deep
 	return r
+}
+
+// decodeDeep splits a JSON object into its top-level fields when
+// encoding/json refused it, which for valid JSON means it nests deeper than
+// that parser's limit (10 000). The Node tool parses such a record, so it
+// must be judged here as there: the walk below checks the whole text is one
+// valid JSON object (json.Decoder's Token keeps its own stack, with no
+// depth limit) and returns each top-level value's text, naming the ones
+// encoding/json cannot take. Records are bounded in size (1 MiB), which
+// bounds the walk.
+func decodeDeep(data []byte) (map[string]json.RawMessage, map[string]bool, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, false
+	}
+	fields, deep := map[string]json.RawMessage{}, map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil, nil, false
+		}
+		start := dec.InputOffset()
+		depth := 0
+		for {
+			t, err := dec.Token()
+			if err != nil {
+				return nil, nil, false
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+		raw := bytes.TrimLeft(data[start:dec.InputOffset()], " \t\r\n:")
+		raw = bytes.TrimSpace(raw)
+		fields[key] = json.RawMessage(raw)
+		if !json.Valid(raw) {
+			deep[key] = true
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, false // trailing text: JSON.parse refuses it too
+	}
+	return fields, deep, true
 }
 
 func strictField(fields map[string]json.RawMessage, name string, dst any) error {

@@ -157,7 +157,10 @@ func TestRecordExpired(t *testing.T) {
 		expired bool
 	}{
 		{"at heartbeat", 1, hb, false},
-		{"clock behind heartbeat", 1, hb.Add(-time.Hour), false},
+		{"clock behind heartbeat within the allowance", 1, hb.Add(-time.Minute), false},
+		{"clock behind heartbeat past the allowance", 1, hb.Add(-time.Minute - time.Millisecond), true},
+		{"clock an hour behind heartbeat", 1, hb.Add(-time.Hour), true},
+		{"long ttl allows as much ahead", 120, hb.Add(-time.Hour), false},
 		{"1ms before ttl", 1, hb.Add(time.Minute - time.Millisecond), false},
 		{"exactly at ttl", 1, hb.Add(time.Minute), false},
 		{"sub-ms past ttl compares in whole ms", 1, hb.Add(time.Minute + 999*time.Microsecond), false},

@@ -32,6 +32,9 @@ type Status struct {
 	ExpiresAt time.Time
 	// Remaining is the time left on a held lease; negative when expired.
 	Remaining time.Duration
+	// Rule is the judgement rule that decided the state ([Liveness.Rule]);
+	// empty for free and invalid entries.
+	Rule string
 	// ReadErr is why the entry could not be read at all (a permission
 	// denied, an I/O error); the entry is then Unknown, and reconcile
 	// reports it without touching it.
@@ -55,13 +58,14 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 	if rec == nil {
 		return st
 	}
-	now := s.opts.clock.Now()
-	st.State = Held
-	if rec.Expired(now) {
+	now, boot := s.instant()
+	lv := rec.Judge(now, boot)
+	st.State, st.Rule = Held, lv.Rule
+	if !lv.Live {
 		st.State = Unknown
 	}
 	if !rec.Corrupt {
-		st.ExpiresAt = rec.ExpiresAt()
+		st.ExpiresAt = lv.ExpiresAt
 		st.Remaining = st.ExpiresAt.Sub(now)
 	}
 	return st

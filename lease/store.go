@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 )
@@ -109,17 +110,30 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 	if err := s.checkRequest(r); err != nil {
 		return nil, err
 	}
+	// A live record refuses without entering the critical section: a
+	// lock-free read sees a whole record (records are renamed into place),
+	// and a refusal changes nothing, so it may be decided on what was read.
+	// Under contention most acquires are refused, and keeping them out of
+	// the guard leaves it to those that can change something.
+	if cur, err := s.b.Read(r.Kind); err == nil && cur != nil {
+		if lv := s.Judge(cur); lv.Live {
+			return nil, &HeldError{Record: cur, ExpiresAt: lv.ExpiresAt}
+		}
+	}
 	var out *Acquisition
 	err := s.b.Update(ctx, r.Kind, func(cur *Record) (Op, *Record, error) {
-		now := s.opts.clock.Now()
-		if cur != nil && !cur.Expired(now) {
-			return OpNone, nil, &HeldError{Record: cur, ExpiresAt: cur.ExpiresAt()}
+		now, boot := s.instant()
+		if cur != nil {
+			if lv := cur.Judge(now, boot); lv.Live {
+				return OpNone, nil, &HeldError{Record: cur, ExpiresAt: lv.ExpiresAt}
+			}
 		}
-		ts := now.UTC().Truncate(time.Millisecond)
 		rec := &Record{
 			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: NewToken(),
-			Heartbeat: ts, TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload), AcquiredAt: ts,
+			TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload),
 		}
+		rec.stamp(now, boot)
+		rec.AcquiredAt = rec.Heartbeat
 		out = &Acquisition{Record: rec}
 		if cur != nil {
 			// A takeover is journaled before it happens, inside the
@@ -168,12 +182,13 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 		case cur.Owner != owner || cur.Token != token:
 			return OpNone, nil, notOwner(kind, cur)
 		}
-		now := s.opts.clock.Now()
-		if cur.Expired(now) {
-			return OpNone, nil, fmt.Errorf("%w: %s expired at %s and is forfeit; acquire it again", ErrExpired, kind, FormatTime(cur.ExpiresAt()))
+		now, boot := s.instant()
+		if lv := cur.Judge(now, boot); !lv.Live {
+			return OpNone, nil, fmt.Errorf("%w: %s expired at %s and is forfeit; acquire it again", ErrExpired, kind, FormatTime(lv.ExpiresAt))
 		}
 		next := *cur
-		next.Heartbeat = now.UTC().Truncate(time.Millisecond)
+		next.Extra = maps.Clone(cur.Extra)
+		next.stamp(now, boot)
 		out = &next
 		return OpPut, out, nil
 	})
@@ -242,7 +257,7 @@ func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, e
 		if cur == nil {
 			return OpNone, nil, nil
 		}
-		out.Released, out.WasExpired, out.Previous = true, cur.Expired(s.opts.clock.Now()), cur
+		out.Released, out.WasExpired, out.Previous = true, !s.Judge(cur).Live, cur
 		if err := s.journal(Event{Event: EventForceRelease, Kind: kind, By: by, Previous: cur}); err != nil {
 			return OpNone, nil, err
 		}
@@ -266,7 +281,7 @@ func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
 		if cur == nil {
 			return OpNone, nil, nil
 		}
-		if !cur.Expired(s.opts.clock.Now()) {
+		if s.Judge(cur).Live {
 			return OpNone, nil, &notDeadError{kind: kind, rec: cur}
 		}
 		if err := s.journal(Event{Event: EventReap, Kind: kind, Previous: cur}); err != nil {

@@ -809,8 +809,9 @@ func TestAcquireWaitCancelled(t *testing.T) {
 	}
 }
 
-// spyBackend reports every Update so a test knows a waiter has been refused
-// at least once before it releases the lease.
+// spyBackend reports every Update and Read so a test knows a waiter has
+// been refused at least once before it releases the lease (a refusal of a
+// live record is decided on a lock-free Read, without an Update).
 type spyBackend struct {
 	*fileBackend
 	attempts chan struct{}
@@ -818,11 +819,21 @@ type spyBackend struct {
 
 func (b *spyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
 	err := b.fileBackend.Update(ctx, kind, fn)
+	b.note()
+	return err
+}
+
+func (b *spyBackend) Read(kind string) (*Record, error) {
+	r, err := b.fileBackend.Read(kind)
+	b.note()
+	return r, err
+}
+
+func (b *spyBackend) note() {
 	select {
 	case b.attempts <- struct{}{}:
 	default:
 	}
-	return err
 }
 
 func TestAcquireWaitWakesOnRelease(t *testing.T) {

@@ -54,6 +54,11 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 	if err := r.check(p); err != nil {
 		return nil, err
 	}
+	if r.NoWait {
+		if err := p.saturatedNow(); err != nil {
+			return nil, err
+		}
+	}
 	wake, stopWatch := p.watch(ctx)
 	defer stopWatch()
 	entry, pos, err := p.enqueue(ctx, r.Owner, r.Session, ModeBlocking)
@@ -74,6 +79,24 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 		return nil, &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
 	}
 	return g, err
+}
+
+// saturatedNow refuses a no-wait acquire without touching the queue when a
+// lock-free reading shows every slot held by a live lease: nothing could be
+// granted or reaped, so the queue-lock round trips of enqueue, grant and
+// dequeue would change nothing. The reading is of whole records (they are
+// renamed into place); a slot freed just after it is a race the caller
+// lost a moment earlier. It returns nil when some slot is not plainly held.
+func (p *Pool) saturatedNow() error {
+	for _, s := range p.cfg.Slots {
+		st, err := p.store.Status(s.Kind)
+		if err != nil || st.State != lease.Held {
+			return nil
+		}
+	}
+	live, _ := p.live(p.readQueue())
+	pos := p.position("", len(live))
+	return &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
 }
 
 // await loops self-grant attempts for a queued entry until it is granted,

@@ -1249,3 +1249,29 @@ func TestBlockingWaitersFIFO(t *testing.T) {
 		t.Errorf("grant order = %v, want queue order", got)
 	}
 }
+
+// TestFutureEntryIsStale: a queue entry stamped further ahead of the clock
+// than the stale bound (and a minute) allows is stale at once, so a planted
+// or skewed stamp cannot hold the head of the queue; one stamped within the
+// allowance is a live waiter.
+func TestFutureEntryIsStale(t *testing.T) {
+	tp := newTestPool(t, oneSlotPool, Options{})
+	ctx := context.Background()
+	tp.mustAcquire(t, "holder")
+	q, err := tp.Request(ctx, "agent-7", "agent-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.clock.Advance(-90 * time.Second) // the clock is set back: the entry is 90 s ahead
+	if sw, _ := tp.Pump(ctx, "broker"); len(sw.DroppedEntries) != 0 {
+		t.Fatalf("dropped within the allowance: %+v", sw)
+	}
+	tp.clock.Advance(-time.Millisecond)
+	sw, err := tp.Pump(ctx, "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.DroppedEntries) != 1 || sw.DroppedEntries[0].ID != q.RequestID {
+		t.Fatalf("an entry more than the allowance ahead was kept: %+v", sw)
+	}
+}

@@ -109,13 +109,17 @@ func (p *Pool) readQueue() []Entry {
 }
 
 // live splits entries into those whose waiter polled within the stale bound
-// and those that went silent.
+// and those that went silent. An entry stamped further ahead of the clock
+// than lease.MaxFuture allows for the stale bound is stale too (the clock
+// rule of PROTOCOL §2.2): a planted or skewed stamp cannot keep a dead
+// waiter at the head of the queue.
 func (p *Pool) live(entries []Entry) (live, stale []Entry) {
 	now := p.now()
+	ahead := lease.MaxFuture(p.cfg.WaiterStale)
 	live = make([]Entry, 0, len(entries)) // never null in queue.json
 	for _, e := range entries {
 		hb, err := lease.ParseTime(e.Heartbeat)
-		if err != nil || now.Sub(hb) > p.cfg.WaiterStale {
+		if age := now.Sub(hb); err != nil || age > p.cfg.WaiterStale || -age > ahead {
 			stale = append(stale, e)
 		} else {
 			live = append(live, e)

@@ -24,6 +24,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/leasecli"
 	"github.com/durable-lease/durable-lease/internal/poolcli"
 	"github.com/durable-lease/durable-lease/internal/poolruncli"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // mainFunc is the shape of every CLI's testable entry point.
@@ -94,6 +95,7 @@ func TestScripts(t *testing.T) {
 			"jsonenv":   cmdJSONEnv,
 			"jsondelta": cmdJSONDelta,
 			"sleep":     cmdSleep,
+			"stamp":     cmdStamp,
 		},
 	})
 }
@@ -117,6 +119,21 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdStamp replaces @NOW@ in each named file with the current time as
+// records store it, so a fixture can hold a live heartbeat: stamp FILE...
+func cmdStamp(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: stamp FILE...")
+	}
+	now := lease.FormatTime(time.Now())
+	for _, f := range args {
+		path := ts.MkAbs(f)
+		data, err := os.ReadFile(path)
+		ts.Check(err)
+		ts.Check(os.WriteFile(path, bytes.ReplaceAll(data, []byte("@NOW@"), []byte(now)), 0o644))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/lease"
@@ -45,9 +46,15 @@ func (c *acquireCmd) Run(e *env) error {
 		// Say why nothing happens yet; a wait must never look like a hang.
 		fmt.Fprintf(e.stderr, "lease: %s is held by %q until %s; waiting up to %d ms\n",
 			c.Kind, held.Record.Owner, lease.FormatTime(held.ExpiresAt), c.WaitMs)
+		began := time.Now()
 		ctx, cancel := context.WithTimeout(e.ctx, wait)
 		defer cancel()
 		acq, err = e.store.AcquireWait(ctx, req)
+		if errors.As(err, &held) && held.Timeout {
+			// Count the wait from the moment its deadline was set, so a
+			// timeout never reports less than --wait-ms.
+			held.Waited = max(held.Waited, time.Since(began))
+		}
 	}
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
@@ -163,7 +170,9 @@ func statusView(st *lease.Status) statusOut {
 		ms := st.Remaining.Milliseconds()
 		out.Holder, out.ExpiresAt, out.ExpiresInMs = st.Record.Owner, lease.FormatTime(st.ExpiresAt), &ms
 	case lease.Unknown:
-		if !st.Record.Corrupt {
+		if st.Rule == lease.RuleFuture {
+			out.Note = fmt.Sprintf("heartbeat is more than %s ahead of this host's clock: not trusted, so the lease is expired", lease.MaxFuture(st.Record.TTL()))
+		} else if !st.Record.Corrupt {
 			ms := -st.Remaining.Milliseconds()
 			out.ExpiresAt, out.ExpiredForMs = lease.FormatTime(st.ExpiresAt), &ms
 		}

@@ -24,6 +24,10 @@ var (
 	// ErrNotOwner reports an owner or fencing token that does not match the
 	// record: the caller does not hold this incarnation of the lease.
 	ErrNotOwner = errors.New("lease: not owner")
+	// ErrTokenMismatch reports a release by the record's owner with a token
+	// that is not the record's: the lease was taken over since (or the
+	// token is wrong). It wraps ErrNotOwner, so errors.Is matches both.
+	ErrTokenMismatch = fmt.Errorf("%w: token mismatch", ErrNotOwner)
 	// ErrNotDead reports a reap of a lease that is still live.
 	ErrNotDead = errors.New("lease: not dead")
 	// ErrGuardBusy reports that the per-kind critical section stayed occupied

@@ -213,8 +213,10 @@ type Released struct {
 }
 
 // Release gives the lease back. It needs the owner and the token minted at
-// acquire, and fails with ErrNotOwner otherwise. Releasing a kind with no
-// record succeeds with Released false.
+// acquire: another owner, or an unreadable record, fails with ErrNotOwner;
+// the owner with another token fails with ErrTokenMismatch (which also
+// matches ErrNotOwner). Releasing a kind with no record succeeds with
+// Released false.
 func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Released, error) {
 	if err := checkKind(kind); err != nil {
 		return nil, err
@@ -227,10 +229,13 @@ func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Releas
 		if cur == nil {
 			return OpNone, nil, nil
 		}
-		if cur.Corrupt || cur.Owner != owner || cur.Token != token {
+		if cur.Corrupt || cur.Owner != owner {
 			return OpNone, nil, notOwner(kind, cur)
 		}
-		out.Released, out.WasExpired = true, cur.Expired(s.opts.clock.Now())
+		if cur.Token != token {
+			return OpNone, nil, fmt.Errorf("%w: %s is held by %q under another token (it was taken over, or the token is wrong)", ErrTokenMismatch, kind, cur.Owner)
+		}
+		out.Released, out.WasExpired = true, !s.Judge(cur).Live
 		return OpDelete, nil, nil
 	})
 	if err != nil {

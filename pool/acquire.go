@@ -213,6 +213,8 @@ type Queued struct {
 	Owner     string
 	Session   string
 	Position
+	// Entry is the queue entry as queue.json holds it.
+	Entry Entry
 }
 
 // Request queues an async request and returns at once; the caller starts a
@@ -227,7 +229,7 @@ func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, err
 		return nil, err
 	}
 	p.logEvent("request_queued", map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
-	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos}, nil
+	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos, Entry: e}, nil
 }
 
 // Withdraw takes a request out of the queue (it was given up, or its waiter

@@ -5,28 +5,27 @@ package pool
 import (
 	"context"
 	"errors"
-	"path/filepath"
+	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
-// localLockFile serializes this implementation's processes before they take
-// the queue lock lease. It is not part of the shared protocol: other
-// implementations ignore it and still meet the lease. Without it, every
-// release of a busy queue lock woke every waiting process at once, and
-// their races for the lease's guard directory starved some of them for
-// tens of seconds; waiters blocked in flock(2) queue in the kernel instead.
-const localLockFile = ".queue.flock"
-
-// lockLocal takes an exclusive flock on the pool's local lock file,
-// waiting until ctx ends. The kernel drops it if the process dies.
+// lockLocal takes an exclusive flock(2) on the pool's directory itself,
+// waiting until ctx ends; the kernel drops it if the process dies. This
+// implementation's processes take it before the queue lock lease. It is
+// not part of the shared protocol and adds no file to the pool directory:
+// other implementations never see it and still meet the lease. Without
+// it, every release of a busy queue lock woke every waiting process at
+// once, and their races for the lease's guard directory starved some of
+// them for tens of seconds; waiters blocked in flock(2) queue in the
+// kernel instead.
 func (p *Pool) lockLocal(ctx context.Context) (unlock func(), err error) {
 	if err := p.ensureDir(p.dir); err != nil {
 		return nil, err
 	}
-	f, err := storefile.OpenLock(filepath.Join(p.dir, localLockFile))
+	f, err := openDir(p.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -42,15 +41,7 @@ func (p *Pool) lockLocal(ctx context.Context) (unlock func(), err error) {
 		return nil, err
 	}
 	got := make(chan error, 1)
-	go func() {
-		for {
-			err := unix.Flock(fd, unix.LOCK_EX)
-			if !errors.Is(err, unix.EINTR) {
-				got <- err
-				return
-			}
-		}
-	}()
+	go func() { got <- storefile.Flock(fd, unix.LOCK_EX) }()
 	select {
 	case err := <-got:
 		if err != nil {
@@ -69,5 +60,20 @@ func (p *Pool) lockLocal(ctx context.Context) (unlock func(), err error) {
 			}
 		}()
 		return nil, ctx.Err()
+	}
+}
+
+// openDir opens the directory dir for flock(2): read-only, never through
+// a symlink at the last component, and only if it is a directory.
+func openDir(dir string) (*os.File, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		}
+		return os.NewFile(uintptr(fd), dir), nil
 	}
 }

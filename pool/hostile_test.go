@@ -31,8 +31,12 @@ func TestPoolStaysInsideTheStore(t *testing.T) {
 		{"stats.json is a FIFO", func(t *testing.T, poolDir, outside string) {
 			must(t, syscall.Mkfifo(filepath.Join(poolDir, StatsFile), 0o666))
 		}},
-		{"lock file is a symlink", func(t *testing.T, poolDir, outside string) {
-			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, localLockFile)))
+		{"an older version's lock file is a symlink", func(t *testing.T, poolDir, outside string) {
+			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, ".queue.flock")))
+		}},
+		{"the pool directory is a symlink", func(t *testing.T, poolDir, outside string) {
+			must(t, os.Remove(poolDir))
+			must(t, os.Symlink(outside, poolDir))
 		}},
 	}
 	for _, tt := range tests {

@@ -29,10 +29,13 @@ func (c *Claim) GrantJSON() (json.RawMessage, error) {
 }
 
 // Claim looks up an async request: its grant when ready and its lease still
-// live, its queue position while it waits. A grant whose lease expired or
-// was taken over fails with ErrLeaseLost (state lease_lost); a failed grant
-// with the recorded failure (ErrProvisionFailed, ErrHealthFailed,
-// ErrLeaseLost); an unknown request with ErrUnknownRequest.
+// live, its queue position while it waits. Only the request's owner gets
+// its grant (the grant carries the token; another owner fails with
+// lease.ErrNotOwner), while the position of a queued request is told to
+// any owner. A grant whose lease expired or was taken over fails with
+// ErrLeaseLost (state lease_lost); a failed grant with the recorded failure
+// (ErrProvisionFailed, ErrHealthFailed, ErrLeaseLost); an unknown request
+// with ErrUnknownRequest.
 func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, error) {
 	if err := CheckRequestID(requestID); err != nil {
 		return nil, err
@@ -56,10 +59,9 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 	live, _ := p.live(p.readQueue())
 	for i, e := range live {
 		if e.ID == requestID {
-			if e.Owner != owner {
-				return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, e.Owner)
-			}
-			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i)}}, nil
+			// A place in the queue is no secret (status lists it too), so
+			// it is told to whoever asks, as the Node tool tells it.
+			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i), Entry: e}}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: request %s is neither queued nor granted (its waiter may have died); request again", ErrUnknownRequest, requestID)

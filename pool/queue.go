@@ -38,7 +38,7 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 	// The payload names this process, so that if it dies holding the lock
 	// the next process can prove it and take the lock at once instead of
 	// after its TTL.
-	self, _ := json.Marshal(lockHolder{Process: lease.Self(), Pool: p.dir})
+	self, _ := json.Marshal(lockHolder{Process: lease.Self(), DirLock: p.dir})
 	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes, Payload: self}
 	acq, err := p.store.Acquire(ctx, req)
 	if rec := lease.LiveRecord(err); rec != nil && p.recoverDeadLock(ctx, rec) {
@@ -64,23 +64,27 @@ func (p *Pool) withQueueLock(ctx context.Context, owner string, fn func() error)
 }
 
 // lockHolder is the queue lock's payload: the process holding it, and the
-// pool directory whose local flock it took first.
+// pool directory whose flock (on the directory itself) it took first.
+// Versions that took a flock on a file in the directory (.queue.flock)
+// wrote that directory as "pool"; holding the directory's flock proves
+// nothing about such a holder, so "pool" is not read, and those holders
+// are recovered only when provably dead.
 type lockHolder struct {
 	lease.Process
-	Pool string `json:"pool,omitempty"`
+	DirLock string `json:"dirLock,omitempty"`
 }
 
 // recoverDeadLock releases a queue lock held for a process that can no
 // longer hold it, proven in one of two ways. If the payload names this
-// pool's directory, the holder is a process of this implementation that
-// took this pool's local flock before the lock and lets go of it only
-// after releasing the lock; we hold that flock now, so the holder has died
-// inside its hold. (The kernel drops a killed process's flock at once,
-// while /proc may show it running a moment longer, so the flock is the
-// better proof.) Otherwise the named process must have provably exited.
-// The release is fenced by the dead holder's token, so a lock taken over
-// meanwhile is left alone. A lock whose payload names no process (the Node
-// tool's) waits for its TTL.
+// pool's directory as its dirLock, the holder is a process of this
+// implementation that took the flock on this pool's directory before the
+// lock and lets go of it only after releasing the lock; we hold that flock
+// now, so the holder has died inside its hold. (The kernel drops a killed
+// process's flock at once, while /proc may show it running a moment
+// longer, so the flock is the better proof.) Otherwise the named process
+// must have provably exited. The release is fenced by the dead holder's
+// token, so a lock taken over meanwhile is left alone. A lock whose
+// payload names no process (the Node tool's) waits for its TTL.
 func (p *Pool) recoverDeadLock(ctx context.Context, rec *lease.Record) bool {
 	var holder lockHolder
 	if json.Unmarshal(rec.Payload, &holder) != nil || holder.PID == 0 {
@@ -88,7 +92,7 @@ func (p *Pool) recoverDeadLock(ctx context.Context, rec *lease.Record) bool {
 	}
 	me := lease.Self()
 	sameHost := holder.Host == me.Host && holder.Boot == me.Boot && holder.PIDNS == me.PIDNS
-	if !(holder.Pool == p.dir && sameHost) && !holder.Dead() {
+	if !(holder.DirLock == p.dir && sameHost) && !holder.Dead() {
 		return false
 	}
 	if _, err := p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {

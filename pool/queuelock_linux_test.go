@@ -75,7 +75,7 @@ func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
 // hold, whatever /proc says: here it names this very (live) process.
 func TestQueueLockRecoveredOnTheFlockProof(t *testing.T) {
 	tp := newTestPool(t, oneSlotPool, Options{})
-	payload, _ := json.Marshal(lockHolder{Process: lease.Self(), Pool: tp.Dir()})
+	payload, _ := json.Marshal(lockHolder{Process: lease.Self(), DirLock: tp.Dir()})
 	if _, err := tp.Store().Acquire(context.Background(), lease.Request{
 		Kind: tp.Config().QueueLockKind, Owner: "ghost", TTLMinutes: queueLockTTLMinutes, Payload: payload,
 	}); err != nil {

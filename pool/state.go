@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,8 +191,10 @@ func (p *Pool) readStats() statsDoc {
 	return st
 }
 
-// MovingAvg is the mean of the last hold durations, or the seed when
-// there is no history.
+// MovingAvg is the mean of the last hold durations, rounded to the
+// millisecond as the Node tool rounds it (half up: [1000, 1001] averages
+// 1001 ms), or the seed when there is no history. Both tools give the
+// same ETAs from one stats.json.
 func (p *Pool) MovingAvg() time.Duration {
 	d := p.readStats().DurationsMs
 	if len(d) == 0 {
@@ -201,7 +204,18 @@ func (p *Pool) MovingAvg() time.Duration {
 	for _, x := range d {
 		sum += x
 	}
-	return time.Duration(sum/float64(len(d))) * time.Millisecond
+	return time.Duration(roundHalfUp(sum/float64(len(d)))) * time.Millisecond
+}
+
+// roundHalfUp rounds x to the nearest integer, a tie toward +∞: the
+// rounding of JavaScript's Math.round (-2.5 gives -2, 0.49999999999999994
+// gives 0, where floor(x+0.5) would give 1).
+func roundHalfUp(x float64) float64 {
+	f := math.Floor(x)
+	if x-f >= 0.5 {
+		return f + 1
+	}
+	return f
 }
 
 // sweepGrants deletes grant files older than grantMaxAge: only regular

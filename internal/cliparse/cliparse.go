@@ -103,7 +103,8 @@ func helpVerb(grammar any, args []string) []string {
 }
 
 // Version is the module version and VCS revision the binary was built
-// from, as the Go toolchain recorded them, and the Go version.
+// from, as the Go toolchain recorded them, the Go version, and the build
+// tags when there were any.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -113,7 +114,7 @@ func Version() string {
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, modified string
+	var rev, modified, tags string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -122,10 +123,18 @@ func Version() string {
 			if s.Value == "true" {
 				modified = "+dirty"
 			}
+		case "-tags":
+			tags = s.Value
 		}
 	}
 	if rev != "" {
 		v += " (" + rev[:min(len(rev), 12)] + modified + ")"
 	}
-	return v + " " + bi.GoVersion
+	v += " " + bi.GoVersion
+	if tags != "" {
+		// A test build (tag dltestclock) says so: it honours settings a
+		// release binary ignores.
+		v += " tags=" + tags
+	}
+	return v
 }

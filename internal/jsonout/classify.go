@@ -45,6 +45,8 @@ func Classify(err error) (code string, exit int) {
 		return "not_held", ExitRefused
 	case errors.Is(err, lease.ErrExpired):
 		return "expired", ExitRefused
+	case errors.Is(err, lease.ErrTokenMismatch):
+		return "token_mismatch", ExitRefused // before not_owner, which it also matches
 	case errors.Is(err, lease.ErrNotOwner):
 		return "not_owner", ExitRefused
 	case errors.Is(err, lease.ErrNotDead):

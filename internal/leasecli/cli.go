@@ -11,6 +11,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -18,6 +19,7 @@ type globals struct {
 	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory. Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
 	Pretty       bool   `help:"Indent the JSON output."`
+	RevealTokens bool   `name:"reveal-tokens" help:"Print tokens in full where they are otherwise shown as sha256: fingerprints (status, list, reconcile, reap, a forced release, a refusal). Whoever reads such output can heartbeat or release those leases: for tools that need records as stored, such as a conformance suite, never for logs."`
 }
 
 type cli struct {
@@ -45,15 +47,27 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	pretty bool
+	reveal bool
 }
 
 func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.pretty) }
+
+// show is r as output may show it: with its token as a fingerprint,
+// unless --reveal-tokens asked for it in full.
+func (e *env) show(r *lease.Record) *lease.Record { return shown(r, e.reveal) }
+
+func shown(r *lease.Record, reveal bool) *lease.Record {
+	if reveal {
+		return r
+	}
+	return r.Redacted()
+}
 
 // Main runs the lease command with args (without the program name) and
 // returns the process exit status. ctx cancels a wait.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cli
-	pretty := false
+	pretty, reveal := false, false
 	kctx, exited, status, err := cliparse.Parse(&c, "lease", description,
 		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern},
 		args, stdout, stderr)
@@ -61,20 +75,25 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if err != nil {
-		return fail(stdout, stderr, pretty, err)
+		return fail(stdout, stderr, pretty, reveal, err)
 	}
-	pretty = c.Pretty
+	pretty, reveal = c.Pretty, c.RevealTokens
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fail(stdout, stderr, pretty, err)
+		return fail(stdout, stderr, pretty, reveal, err)
 	}
-	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), lease.WithOwnerPattern(c.OwnerPattern))
+	clock, err := testclock.StoreOptions()
 	if err != nil {
-		return fail(stdout, stderr, pretty, err)
+		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
 	}
-	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty}
+	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
+	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), opts...)
+	if err != nil {
+		return fail(stdout, stderr, pretty, reveal, err)
+	}
+	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
 	if err := kctx.Run(e); err != nil {
-		return fail(stdout, stderr, pretty, err)
+		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	return jsonout.ExitOK
 }

@@ -65,7 +65,7 @@ func (c *acquireCmd) Run(e *env) error {
 	return e.emit(acquireOut{
 		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record,
 		ExpiresAt:       lease.FormatTime(acq.Record.ExpiresAt()),
-		TookOverExpired: acq.TookOverExpired, Previous: acq.Previous.Redacted(),
+		TookOverExpired: acq.TookOverExpired, Previous: e.show(acq.Previous),
 	})
 }
 
@@ -139,7 +139,7 @@ func (c *releaseCmd) Run(e *env) error {
 		code = "not_held"
 	}
 	return e.emit(releaseOut{OK: true, Code: code, Kind: c.Kind, Released: rel.Released,
-		WasExpired: rel.WasExpired, Forced: c.Force, Previous: rel.Previous.Redacted()})
+		WasExpired: rel.WasExpired, Forced: c.Force, Previous: e.show(rel.Previous)})
 }
 
 type statusCmd struct {
@@ -159,10 +159,11 @@ type statusOut struct {
 	Note         string        `json:"note,omitempty"`
 }
 
-func statusView(st *lease.Status) statusOut {
+func statusView(st *lease.Status, reveal bool) statusOut {
 	// Whoever reads a status is not the holder: the token is shown only
-	// as its fingerprint, so reading a status cannot give a lease away.
-	out := statusOut{Kind: st.Kind, State: st.State, Record: st.Record.Redacted()}
+	// as its fingerprint (unless --reveal-tokens), so reading a status
+	// cannot give a lease away.
+	out := statusOut{Kind: st.Kind, State: st.State, Record: shown(st.Record, reveal)}
 	switch st.State {
 	case lease.Invalid:
 		out.Note = "file name is not a lease kind: reported, never touched"
@@ -185,7 +186,7 @@ func (c *statusCmd) Run(e *env) error {
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, now: e.store.Now()}
 	}
-	out := statusView(st)
+	out := statusView(st, e.reveal)
 	out.OK = true
 	return e.emit(out)
 }
@@ -210,7 +211,7 @@ func (c *reapCmd) Run(e *env) error {
 	if prev == nil {
 		return e.emit(reapOut{OK: true, Code: "not_held", Kind: c.Kind})
 	}
-	return e.emit(reapOut{OK: true, Code: "reaped", Kind: c.Kind, Reaped: true, Previous: prev.Redacted()})
+	return e.emit(reapOut{OK: true, Code: "reaped", Kind: c.Kind, Reaped: true, Previous: e.show(prev)})
 }
 
 type listCmd struct{}
@@ -228,7 +229,7 @@ func (c *listCmd) Run(e *env) error {
 	}
 	out := listOut{OK: true, Store: e.store.Dir(), Leases: make([]statusOut, 0, len(all))}
 	for i := range all {
-		out.Leases = append(out.Leases, statusView(&all[i]))
+		out.Leases = append(out.Leases, statusView(&all[i], e.reveal))
 	}
 	return e.emit(out)
 }
@@ -255,13 +256,13 @@ func (c *reconcileCmd) Run(e *env) error {
 	}
 	out := reconcileOut{OK: true, Store: e.store.Dir(), Held: []statusOut{}, Reaped: []reapedOut{}, Foreign: []statusOut{}}
 	for i := range rep.Held {
-		out.Held = append(out.Held, statusView(&rep.Held[i]))
+		out.Held = append(out.Held, statusView(&rep.Held[i], e.reveal))
 	}
 	for _, r := range rep.Reaped {
-		out.Reaped = append(out.Reaped, reapedOut{Kind: r.Kind, Previous: r.Redacted()})
+		out.Reaped = append(out.Reaped, reapedOut{Kind: r.Kind, Previous: e.show(r)})
 	}
 	for i := range rep.Foreign {
-		out.Foreign = append(out.Foreign, statusView(&rep.Foreign[i]))
+		out.Foreign = append(out.Foreign, statusView(&rep.Foreign[i], e.reveal))
 	}
 	return e.emit(out)
 }

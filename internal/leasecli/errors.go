@@ -41,14 +41,14 @@ func (r *refusal) Unwrap() error { return r.err }
 
 // fail prints err as one JSON object, a hint on stderr, and returns the
 // exit status.
-func fail(stdout, stderr io.Writer, pretty bool, err error) int {
+func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
 	code, exit := classify(err)
 	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
 	var r *refusal
 	if errors.As(err, &r) {
 		out.Kind = r.kind
 		if rec := lease.LiveRecord(err); rec != nil {
-			out.Holder, out.Record = rec.Owner, rec.Redacted()
+			out.Holder, out.Record = rec.Owner, shown(rec, reveal)
 			out.ExpiresAt = lease.FormatTime(rec.ExpiresAt())
 			left := rec.ExpiresAt().Sub(r.now).Milliseconds()
 			out.ExpiresInMs = &left

@@ -13,6 +13,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -48,6 +49,11 @@ type cli struct {
 	Status      statusCmd      `cmd:"" help:"Slots with their holders, the queue with positions and ETAs, the moving average."`
 	Pump        pumpCmd        `cmd:"" help:"One maintenance pass: reap dead slot leases and drop silent waiters."`
 	Waiter      waiterCmd      `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
+
+	// Plumbing: one step of a waiter each, for callers that drive the queue.
+	Enqueue        enqueueCmd        `cmd:"" group:"plumbing" help:"(plumbing) Join the queue and return at once, with no waiter: keep the entry live with heartbeat-entry, grant it with try-grant."`
+	TryGrant       tryGrantCmd       `cmd:"" name:"try-grant" group:"plumbing" help:"(plumbing) One self-grant attempt for a queued entry: the grant, or exit 1 saturated with its position."`
+	HeartbeatEntry heartbeatEntryCmd `cmd:"" name:"heartbeat-entry" group:"plumbing" help:"(plumbing) Keep a queued entry live and print its position."`
 }
 
 const description = `A pool of interchangeable slots (ports, a database, a cache index) shared by
@@ -89,7 +95,12 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := lease.Open(lease.ResolveStore(e.g.Store, "", e.cwd), lease.WithOwnerPattern(e.g.OwnerPattern))
+	clock, err := testclock.StoreOptions()
+	if err != nil {
+		return nil, cliparse.Usagef("%v", err)
+	}
+	opts := append([]lease.Option{lease.WithOwnerPattern(e.g.OwnerPattern)}, clock...)
+	store, err := lease.Open(lease.ResolveStore(e.g.Store, "", e.cwd), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ type requestCmd struct {
 	Session string `placeholder:"NAME" help:"The session to nudge when the grant is ready (default: the owner)."`
 	waitFlags
 	TimeoutMs int64 `name:"timeout-ms" env:"POOL_WAITER_TIMEOUT_MS" default:"3600000" placeholder:"MS" help:"The detached waiter gives the request up after this long in the queue."`
+	NoWaiter  bool  `name:"no-waiter" help:"(plumbing) Queue the request without starting its waiter: the caller keeps it live with heartbeat-entry and grants it with try-grant, or the next sweep drops it after waiterStaleMs."`
 }
 
 type requestOut struct {
@@ -90,7 +91,7 @@ type requestOut struct {
 	Position   int    `json:"position"`
 	EtaMs      int64  `json:"etaMs"`
 	Eta        string `json:"eta"`
-	WaiterPID  int    `json:"waiterPid"`
+	WaiterPID  int    `json:"waiterPid,omitempty"`
 }
 
 func (c *requestCmd) Run(e *env) error {
@@ -105,7 +106,10 @@ func (c *requestCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	pid, err := e.startWaiter(p, q.RequestID, c.Owner, c.waitFlags, c.TimeoutMs)
+	pid := 0
+	if !c.NoWaiter {
+		pid, err = e.startWaiter(p, q.RequestID, c.Owner, c.waitFlags, c.TimeoutMs)
+	}
 	if err != nil {
 		if werr := p.Withdraw(context.WithoutCancel(e.ctx), q.RequestID, c.Owner); werr != nil {
 			fmt.Fprintf(e.stderr, "pool: withdrawing request %s: %v\n", q.RequestID, werr)

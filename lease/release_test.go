@@ -1,0 +1,59 @@
+package lease
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A release's refusals say which check failed, as the Node tool's codes
+// do: another owner (or no owner to compare, an unreadable record) is
+// ErrNotOwner; the owner with another token is ErrTokenMismatch, which
+// still matches ErrNotOwner for callers that only ask "is it mine?".
+func TestReleaseRefusals(t *testing.T) {
+	tests := []struct {
+		name         string
+		owner, token func(r *Record) string
+		corrupt      bool
+		mismatch     bool
+	}{
+		{name: "owner, wrong token", owner: func(r *Record) string { return r.Owner }, token: func(*Record) string { return "nope" }, mismatch: true},
+		{name: "owner, empty token", owner: func(r *Record) string { return r.Owner }, token: func(*Record) string { return "" }, mismatch: true},
+		{name: "other owner, right token", owner: func(*Record) string { return "agent-8" }, token: func(r *Record) string { return r.Token }},
+		{name: "other owner, wrong token", owner: func(*Record) string { return "agent-8" }, token: func(*Record) string { return "nope" }},
+		{name: "unreadable record", owner: func(*Record) string { return "agent-7" }, token: func(*Record) string { return "nope" }, corrupt: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			r := mustAcquire(t, s, "slot-1", "agent-7", 1)
+			if tt.corrupt {
+				if err := os.WriteFile(filepath.Join(s.Dir(), "slot-1.json"), []byte("{"), 0o666); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rel, err := s.Release(bg, "slot-1", tt.owner(r), tt.token(r))
+			if rel != nil || !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Release = %+v, %v; want a refusal matching ErrNotOwner", rel, err)
+			}
+			if got := errors.Is(err, ErrTokenMismatch); got != tt.mismatch {
+				t.Errorf("errors.Is(%v, ErrTokenMismatch) = %v, want %v", err, got, tt.mismatch)
+			}
+			if st, _ := s.Status("slot-1"); st.State == Free {
+				t.Error("a refused release removed the record")
+			}
+		})
+	}
+}
+
+// A heartbeat with a wrong token is not a token mismatch: it stays
+// ErrNotOwner alone, as the Node tool answers not_owner.
+func TestHeartbeatWrongTokenIsNotOwner(t *testing.T) {
+	s, _ := newTestStore(t)
+	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
+	_, err := s.Heartbeat(bg, "slot-1", r.Owner, "nope")
+	if !errors.Is(err, ErrNotOwner) || errors.Is(err, ErrTokenMismatch) {
+		t.Errorf("Heartbeat with a wrong token = %v, want ErrNotOwner only", err)
+	}
+}

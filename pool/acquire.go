@@ -215,6 +215,12 @@ type Queued struct {
 	Position
 	// Entry is the queue entry as queue.json holds it.
 	Entry Entry
+	// Provisioning is set when the request has left the queue with a slot
+	// whose grant is still being prepared (Position is then 0 and Slot
+	// names it): a grant takes its slot and leaves the queue before it
+	// provisions, and writes its grant file after.
+	Provisioning bool
+	Slot         *Slot
 }
 
 // Request queues an async request and returns at once; the caller starts a

@@ -48,12 +48,7 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 		return nil, err
 	}
 	if g != nil {
-		var grantOwner string
-		_ = json.Unmarshal(g["owner"], &grantOwner)
-		if grantOwner != "" && grantOwner != owner {
-			return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, grantOwner)
-		}
-		return p.checkGrant(requestID, g)
+		return p.claimGrant(requestID, owner, g)
 	}
 	p.sweep(ctx, owner)
 	live, _ := p.live(p.readQueue())
@@ -64,7 +59,48 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i), Entry: e}}, nil
 		}
 	}
+	// Between leaving the queue and writing its grant file, a grant is
+	// known only by its slot's lease, whose payload names the request:
+	// that is a request being provisioned, not an unknown one. Either
+	// implementation's grant goes through that window.
+	if s := p.slotGranting(requestID); s != nil {
+		// It may have finished meanwhile: the grant file decides.
+		if g, err := p.readGrantFile(requestID); err == nil && g != nil {
+			return p.claimGrant(requestID, owner, g)
+		}
+		return &Claim{Queued: &Queued{RequestID: requestID, Provisioning: true, Slot: s, Position: Position{RequestID: requestID}}}, nil
+	}
+	if g, err := p.readGrantFile(requestID); err == nil && g != nil {
+		return p.claimGrant(requestID, owner, g) // granted while the queue was read
+	}
 	return nil, fmt.Errorf("%w: request %s is neither queued nor granted (its waiter may have died); request again", ErrUnknownRequest, requestID)
+}
+
+// claimGrant answers a claim from the request's grant file, which only its
+// owner may read.
+func (p *Pool) claimGrant(requestID, owner string, g map[string]json.RawMessage) (*Claim, error) {
+	var grantOwner string
+	_ = json.Unmarshal(g["owner"], &grantOwner)
+	if grantOwner != "" && grantOwner != owner {
+		return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, grantOwner)
+	}
+	return p.checkGrant(requestID, g)
+}
+
+// slotGranting returns the slot whose live lease was acquired for
+// requestID, if any.
+func (p *Pool) slotGranting(requestID string) *Slot {
+	for _, s := range p.cfg.Slots {
+		st, err := p.store.Status(s.Kind)
+		if err != nil || st.State != lease.Held {
+			continue
+		}
+		var pl slotPayload
+		if json.Unmarshal(st.Record.Payload, &pl) == nil && pl.RequestID == requestID {
+			return s
+		}
+	}
+	return nil
 }
 
 // ClaimError is a failed claim: the recorded state and the grant file.

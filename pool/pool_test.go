@@ -1275,3 +1275,43 @@ func TestFutureEntryIsStale(t *testing.T) {
 		t.Fatalf("an entry more than the allowance ahead was kept: %+v", sw)
 	}
 }
+
+// TestClaimWhileProvisioning: a grant leaves the queue before it provisions
+// and writes its grant file after, so for as long as provisioning takes the
+// request is in neither; a claim then must say it is being provisioned (on
+// the slot its lease names), not that it is unknown, or the caller would
+// request a second slot.
+func TestClaimWhileProvisioning(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	tp := newTestPool(t, oneSlotPool, Options{Runner: func(ctx context.Context, a provision.Action, s *Slot, script string) error {
+		if a == provision.ActionProvision {
+			started <- struct{}{}
+			<-release
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	q, err := tp.Request(ctx, "agent-7", "agent-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tp.Wait(ctx, q.RequestID, "agent-7", 0)
+		done <- err
+	}()
+	<-started
+	cl, err := tp.Claim(ctx, q.RequestID, "someone-else")
+	if err != nil || cl.Queued == nil || !cl.Queued.Provisioning || cl.Queued.Slot.ID != "1" {
+		t.Fatalf("claim while provisioning = %+v, %v; want provisioning on slot 1", cl, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cl, err = tp.Claim(ctx, q.RequestID, "agent-7")
+	if err != nil || cl.Grant == nil {
+		t.Fatalf("claim after the grant = %+v, %v", cl, err)
+	}
+}

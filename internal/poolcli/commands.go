@@ -204,6 +204,8 @@ type queuedOut struct {
 	Position   int    `json:"position"`
 	EtaMs      int64  `json:"etaMs"`
 	Eta        string `json:"eta"`
+	// SlotID names the slot of a request being provisioned.
+	SlotID any `json:"slot_id,omitempty"`
 }
 
 func (c *claimCmd) Run(e *env) error {
@@ -216,11 +218,20 @@ func (c *claimCmd) Run(e *env) error {
 		return &withRequest{err: err, id: c.Request}
 	}
 	if cl.Queued != nil {
+		if c.Shell && cl.Queued.Provisioning {
+			return &withRequest{err: fmt.Errorf("%w: request %s has slot %v and is being provisioned; claim again shortly",
+				pool.ErrSaturated, c.Request, cl.Queued.Slot.RawID), id: c.Request}
+		}
 		if c.Shell {
 			return &withRequest{err: fmt.Errorf("%w: request %s is still queued at position %d, eta %s",
 				pool.ErrSaturated, c.Request, cl.Queued.Position.Position, pool.FormatEta(cl.Queued.EtaMs)), id: c.Request}
 		}
 		q := cl.Queued
+		if q.Provisioning {
+			// Out of the queue with a slot whose grant is being prepared.
+			return e.emit(queuedOut{OK: true, Queued: true, State: "provisioning", RequestID: q.RequestID, ReqIDSnake: q.RequestID,
+				SlotID: q.Slot.RawID})
+		}
 		return e.emit(queuedOut{OK: true, Queued: true, State: "queued", RequestID: q.RequestID, ReqIDSnake: q.RequestID,
 			Position: q.Position.Position, EtaMs: q.EtaMs, Eta: pool.FormatEta(q.EtaMs)})
 	}

@@ -54,7 +54,9 @@ func (b *fileBackend) Read(kind string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
 	}
-	return DecodeRecord(kind, data), nil
+	rec := DecodeRecord(kind, data)
+	b.attachFence(rec)
+	return rec, nil
 }
 
 // write replaces the record atomically: a uniquely named temporary file in
@@ -118,6 +120,18 @@ func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) 
 	}
 	switch op {
 	case OpPut:
+		if cur == nil || cur.Corrupt || next.Token != cur.Token {
+			// A new incarnation (acquire or takeover): the next fence.
+			var floor int64
+			if cur != nil {
+				floor = cur.Fence
+			}
+			if next.Fence, err = b.nextFence(kind, next.Token, floor); err != nil {
+				return err
+			}
+		} else {
+			next.Fence = cur.Fence
+		}
 		return b.write(kind, next)
 	case OpDelete:
 		return b.remove(kind)

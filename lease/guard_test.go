@@ -213,7 +213,9 @@ func assertNoStrays(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		// .fence-<kind> is the fence counter of a kind whose directory
+		// attribute did not fit (fence.go): kept on purpose.
+		if strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(e.Name(), ".fence-") {
 			t.Errorf("stray entry %s left in the store", e.Name())
 		}
 	}
@@ -398,7 +400,7 @@ func assertNoStraysExcept(t *testing.T, dir, keep string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") && e.Name() != keep {
+		if strings.HasPrefix(e.Name(), ".") && e.Name() != keep && !strings.HasPrefix(e.Name(), ".fence-") {
 			t.Errorf("stray entry %s left in the store", e.Name())
 		}
 	}

@@ -65,6 +65,12 @@ type Record struct {
 	// Boot is the boot-clock reading taken with the heartbeat, when the
 	// writer had one (an additive field, "boot" on disk; see [Record.Judge]).
 	Boot *BootStamp
+	// Fence is the number this incarnation of the lease got at acquire
+	// (see fence.go): it only grows per kind. 0 when the record has none
+	// (written by another tool). It is kept beside the record, not in its
+	// file, and not in its JSON either, which stays the file's field for
+	// field: outputs print it beside the record, as "fence".
+	Fence int64
 
 	// Extra keeps fields written by other implementations, so a heartbeat
 	// rewrites them unchanged.

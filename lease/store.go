@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if IsStoreURL(dir) {
+		scheme, _, _ := strings.Cut(dir, "://")
+		return nil, invalidf("store %q: %s:// stores are not supported; the store is a directory path (write ./%s to mean a directory of that name)", dir, scheme, dir)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

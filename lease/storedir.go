@@ -14,14 +14,39 @@ const DefaultStoreSubdir = "logs/leases"
 
 // ResolveStore picks the store directory: flag if set, else env
 // (LEASE_STORE's value), else [DefaultStoreDir] of cwd.
+//
+// A value that looks like a URL (scheme://…) is returned as it is, for
+// [Open] to refuse: taking "etcd://host/x" as a relative directory named
+// "etcd:" would put leases where nobody else looks for them.
 func ResolveStore(flag, env, cwd string) string {
 	switch {
+	case IsStoreURL(flag):
+		return flag
+	case flag == "" && IsStoreURL(env):
+		return env
 	case flag != "":
 		return absFrom(cwd, flag)
 	case env != "":
 		return absFrom(cwd, env)
 	}
 	return DefaultStoreDir(cwd)
+}
+
+// IsStoreURL reports whether s has the form scheme://…, which no store
+// directory path written by a user has (write ./name:// for a directory
+// of that name).
+func IsStoreURL(s string) bool {
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return false
+	}
+	for j, c := range s[:i] {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 func absFrom(cwd, p string) string {

@@ -27,12 +27,16 @@ const (
 // snake_case twins (request_id, slot_id, attrs) are what the Node tool reads
 // from grant files, so both tools can claim each other's grants.
 type Grant struct {
-	RequestID  string            `json:"requestId"`
-	Mode       string            `json:"mode"`
-	Slot       any               `json:"slot"`
-	Kind       string            `json:"kind"`
-	Owner      string            `json:"owner"`
-	Token      string            `json:"token"`
+	RequestID string `json:"requestId"`
+	Mode      string `json:"mode"`
+	Slot      any    `json:"slot"`
+	Kind      string `json:"kind"`
+	Owner     string `json:"owner"`
+	Token     string `json:"token"`
+	// Fence is the slot lease's fence (lease.Record.Fence): it only grows
+	// per slot, so a resource can refuse an older holder. 0 (and absent)
+	// when the lease was granted by a tool that keeps none.
+	Fence      int64             `json:"fence,omitempty"`
 	TTLMinutes float64           `json:"ttlMinutes"`
 	Attributes map[string]any    `json:"attributes"`
 	Env        map[string]string `json:"env"`
@@ -231,7 +235,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		return nil, err
 	}
 	g := &Grant{RequestID: entry.ID, Mode: entry.Mode, Slot: s.RawID, Kind: s.Kind, Owner: rec.Owner,
-		Token: rec.Token, TTLMinutes: rec.TTLMinutes, Attributes: s.Attributes, Env: env,
+		Token: rec.Token, Fence: rec.Fence, TTLMinutes: rec.TTLMinutes, Attributes: s.Attributes, Env: env,
 		GrantedAt: p.stamp(), Fields: fields}
 	if err := p.writeJSON(p.grantPath(entry.ID), g); err != nil {
 		fmt.Fprintf(p.log, "pool: writing the grant file: %v\n", err)

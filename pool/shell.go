@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,16 @@ import (
 // quote is avoided because mvdan.cc/sh keeps that backslash in an assignment.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// GrantExports renders g as ShellExports does, followed by
+// <prefix>_FENCE when the grant has a fence.
+func GrantExports(g *Grant, prefix string) (string, error) {
+	text, err := ShellExports(g.Env, prefix, fmt.Sprint(g.Slot), g.Token, g.Owner)
+	if err != nil || g.Fence <= 0 {
+		return text, err
+	}
+	return text + "export " + prefix + "_FENCE=" + ShellQuote(strconv.FormatInt(g.Fence, 10)) + "\n", nil
 }
 
 // ShellExports renders a grant as `export NAME='value'` lines: the grant

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -99,9 +100,9 @@ func take(ctx context.Context, o *Options) (*session, error) {
 			}
 			return nil, err
 		}
-		s.env = workEnv(o.Env, g.Env, map[string]string{
+		s.env = workEnv(o.Env, g.Env, withFence(map[string]string{
 			"POOL_RUN_SLOT": s.held.Slot, "POOL_RUN_TOKEN": g.Token, "POOL_RUN_OWNER": g.Owner,
-		})
+		}, g.Fence))
 		return s, nil
 	}
 	acq, err := acquireBaton(ctx, o)
@@ -121,10 +122,20 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		}
 		return nil, err
 	}
-	s.env = workEnv(o.Env, nil, map[string]string{
+	s.env = workEnv(o.Env, nil, withFence(map[string]string{
 		"POOL_RUN_KIND": o.Kind, "POOL_RUN_TOKEN": rec.Token, "POOL_RUN_OWNER": o.Owner,
-	})
+	}, rec.Fence))
 	return s, nil
+}
+
+// withFence adds POOL_RUN_FENCE when the lease has a fence, so the work can
+// hand it to the resource it protects (which refuses fences lower than the
+// highest it has seen).
+func withFence(env map[string]string, fence int64) map[string]string {
+	if fence > 0 {
+		env["POOL_RUN_FENCE"] = strconv.FormatInt(fence, 10)
+	}
+	return env
 }
 
 // acquireBaton takes the baton, telling whoever has to wait who holds it

@@ -14,7 +14,7 @@ import (
 // shell, before anything is acquired: a missing program ends the run with
 // 127 (126 when it cannot be executed) and takes no slot. The command gets
 // the grant's environment plus POOL_RUN_SLOT (POOL_RUN_KIND for a baton),
-// POOL_RUN_TOKEN and POOL_RUN_OWNER.
+// POOL_RUN_TOKEN, POOL_RUN_OWNER and POOL_RUN_FENCE.
 //
 // The result's Exit is the command's own status (128+n when it died of
 // signal n); ExitLost when the lease was lost, after the command's group

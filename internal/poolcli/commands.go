@@ -63,7 +63,7 @@ func (c *acquireCmd) Run(e *env) error {
 
 func (e *env) printGrant(p *pool.Pool, g *pool.Grant, shell bool) error {
 	if shell {
-		text, err := pool.ShellExports(g.Env, p.Config().ShellPrefix, fmt.Sprint(g.Slot), g.Token, g.Owner)
+		text, err := pool.GrantExports(g, p.Config().ShellPrefix)
 		if err != nil {
 			return err
 		}
@@ -240,6 +240,7 @@ func (c *claimCmd) Run(e *env) error {
 			Env   map[string]string `json:"env"`
 			Token string            `json:"token"`
 			Owner string            `json:"owner"`
+			Fence int64             `json:"fence"`
 		}
 		raw, _ := json.Marshal(cl.Grant)
 		if err := json.Unmarshal(raw, &g); err != nil {
@@ -247,7 +248,7 @@ func (c *claimCmd) Run(e *env) error {
 		}
 		var slot any
 		_ = json.Unmarshal(firstOf(cl.Grant, "slot", "slot_id"), &slot)
-		text, err := pool.ShellExports(g.Env, p.Config().ShellPrefix, fmt.Sprint(slot), g.Token, g.Owner)
+		text, err := pool.GrantExports(&pool.Grant{Env: g.Env, Slot: slot, Token: g.Token, Owner: g.Owner, Fence: g.Fence}, p.Config().ShellPrefix)
 		if err != nil {
 			return err
 		}

@@ -146,11 +146,11 @@ func TestExitStatusPassesThrough(t *testing.T) {
 func TestEnvironmentAndStdin(t *testing.T) {
 	r := newRig(t)
 	code, out, stderr := r.run("ref-a sha-a\nref-b sha-b\n", "--kind", "b", "--owner", "agent-7", "--",
-		"sh", "-c", `echo "$POOL_RUN_KIND $POOL_RUN_OWNER ${#POOL_RUN_TOKEN}"; cat`)
+		"sh", "-c", `echo "$POOL_RUN_KIND $POOL_RUN_OWNER ${#POOL_RUN_TOKEN} $POOL_RUN_FENCE"; cat`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	want := "b agent-7 32\nref-a sha-a\nref-b sha-b\n"
+	want := "b agent-7 32 1\nref-a sha-a\nref-b sha-b\n"
 	if out != want {
 		t.Errorf("stdout = %q, want %q", out, want)
 	}

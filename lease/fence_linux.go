@@ -1,0 +1,21 @@
+package lease
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// getFenceAttr reads a user attribute of the store directory itself: the
+// l- calls never follow a symlink at dir (a symlinked store has no
+// attribute of its own, so the file is used).
+func getFenceAttr(dir, name string) ([]byte, error) {
+	buf := make([]byte, maxFenceBytes)
+	n, err := unix.Lgetxattr(dir, name, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+func setFenceAttr(dir, name string, value []byte) error {
+	return unix.Lsetxattr(dir, name, value, 0)
+}

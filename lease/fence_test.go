@@ -1,0 +1,124 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFenceGrows: every acquisition and takeover of a kind gets a larger
+// fence than any before it, a heartbeat keeps it, a release does not reset
+// it, and the record file stays the Node tool's (no fence in it).
+func TestFenceGrows(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newTestStore(t)
+	var last int64
+	next := func(what string, f int64) {
+		t.Helper()
+		if f <= last {
+			t.Fatalf("%s: fence %d, want more than %d", what, f, last)
+		}
+		last = f
+	}
+	a := mustAcquire(t, s, "k", "alice", 1)
+	next("first acquire", a.Fence)
+	hb, err := s.Heartbeat(ctx, "k", "alice", a.Token)
+	if err != nil || hb.Fence != a.Fence {
+		t.Fatalf("heartbeat: %v, fence %d, want %d", err, hb.Fence, a.Fence)
+	}
+	if st, _ := s.Status("k"); st.Record.Fence != a.Fence {
+		t.Fatalf("status fence %d, want %d", st.Record.Fence, a.Fence)
+	}
+	if _, err := s.Release(ctx, "k", "alice", a.Token); err != nil {
+		t.Fatal(err)
+	}
+	b := mustAcquire(t, s, "k", "bob", 1)
+	next("acquire after a release", b.Fence)
+	clk.Advance(2 * time.Minute)
+	c, err := s.Acquire(ctx, Request{Kind: "k", Owner: "carol", TTLMinutes: 1})
+	if err != nil || !c.TookOverExpired {
+		t.Fatalf("takeover: %v", err)
+	}
+	next("takeover", c.Record.Fence)
+	data, err := os.ReadFile(filepath.Join(s.Dir(), "k.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "fence") {
+		t.Errorf("the record file carries the fence: %s", data)
+	}
+	// Another kind counts on its own.
+	if o := mustAcquire(t, s, "other", "alice", 1); o.Fence != 1 {
+		t.Errorf("first fence of another kind = %d, want 1", o.Fence)
+	}
+}
+
+// TestFenceAcrossAnotherWriter: a record written by a tool that keeps no
+// fence (the Node tool) shows none, even though the counter holds the
+// previous holder's number, and taking it over continues above that number.
+func TestFenceAcrossAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newTestStore(t)
+	a := mustAcquire(t, s, "k", "alice", 1)
+	clk.Advance(2 * time.Minute)
+	node := fmt.Sprintf(`{"v":1,"kind":"k","owner":"node","token":"5b0c6a0e-1111-4222-8333-944445555666","heartbeat":%q,"ttlMinutes":1,"payload":null,"acquiredAt":%q}`,
+		FormatTime(clk.Now()), FormatTime(clk.Now()))
+	if err := os.WriteFile(filepath.Join(s.Dir(), "k.json"), []byte(node), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Status("k")
+	if st.State != Held || st.Record.Fence != 0 {
+		t.Fatalf("the Node tool's record: state %s fence %d, want held and no fence", st.State, st.Record.Fence)
+	}
+	clk.Advance(2 * time.Minute)
+	b, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1})
+	if err != nil || b.Record.Fence <= a.Fence {
+		t.Fatalf("takeover of the Node record: %v, fence %d after %d", err, b.Record.Fence, a.Fence)
+	}
+}
+
+// TestFenceFileFallback: with more kinds than the store directory's
+// attributes can hold (ext4 keeps them in one block), the counters go to
+// .fence-<kind> files, and stay monotonic either way.
+func TestFenceFileFallback(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	const kinds = 150
+	for round := 1; round <= 2; round++ {
+		for i := range kinds {
+			kind := fmt.Sprintf("kind-with-a-longish-name-%03d", i)
+			a := mustAcquire(t, s, kind, "alice", 1)
+			if a.Fence != int64(round) {
+				t.Fatalf("%s round %d: fence %d", kind, round, a.Fence)
+			}
+			if _, err := s.Release(ctx, kind, "alice", a.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestFenceExhausted: a counter set to the largest int64 by hand cannot
+// grow; the acquire fails clearly and writes nothing.
+func TestFenceExhausted(t *testing.T) {
+	s, _ := newTestStore(t)
+	if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := fmt.Sprintf(`{"f":%d,"t":"x"}`, int64(math.MaxInt64))
+	if err := os.WriteFile(filepath.Join(s.Dir(), ".fence-k"), []byte(mark), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); !errors.Is(err, ErrFenceExhausted) {
+		t.Fatalf("acquire = %v, want ErrFenceExhausted", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir(), "k.json")); !os.IsNotExist(err) {
+		t.Errorf("a record was written: %v", err)
+	}
+}

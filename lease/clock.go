@@ -166,10 +166,3 @@ func (s *Store) instant() (time.Time, *BootStamp) {
 	}
 	return now, nil
 }
-
-// Judge decides whether rec is live now, by the store's wall and boot
-// clocks ([Record.Judge]).
-func (s *Store) Judge(rec *Record) Liveness {
-	now, boot := s.instant()
-	return rec.Judge(now, boot)
-}

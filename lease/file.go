@@ -39,8 +39,30 @@ func (b *fileBackend) recordPath(kind string) string {
 	return filepath.Join(b.dir, kind+".json")
 }
 
+// Now implements [Backend].
+func (b *fileBackend) Now() time.Time { return b.clock.Now() }
+
+// judge sets rec.Seen by the clock rule (PROTOCOL §2.3) at this instant.
+func (b *fileBackend) judge(rec *Record) {
+	if rec == nil {
+		return
+	}
+	now := b.clock.Now()
+	var boot *BootStamp
+	if bc, ok := b.clock.(BootClock); ok {
+		if s, ok := bc.Boot(); ok {
+			boot = &s
+		}
+	}
+	rec.Seen = rec.Judge(now, boot)
+}
+
 // Read implements [Backend].
-func (b *fileBackend) Read(kind string) (*Record, error) {
+func (b *fileBackend) Read(_ context.Context, kind string) (*Record, error) {
+	return b.read(kind)
+}
+
+func (b *fileBackend) read(kind string) (*Record, error) {
 	data, err := storefile.Read(b.recordPath(kind), MaxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -49,13 +71,14 @@ func (b *fileBackend) Read(kind string) (*Record, error) {
 		// Judged like any unreadable record (unknown, and taken over by
 		// the next acquire, whose rename replaces the entry itself), but
 		// nothing behind it is read, shown or journaled.
-		return &Record{Kind: kind, Corrupt: true, Reason: errors.Unwrap(err).Error()}, nil
+		return &Record{Kind: kind, Corrupt: true, Reason: errors.Unwrap(err).Error(), Seen: Liveness{Rule: RuleCorrupt}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
 	}
 	rec := DecodeRecord(kind, data)
 	b.attachFence(rec)
+	b.judge(rec)
 	return rec, nil
 }
 
@@ -94,54 +117,68 @@ func (b *fileBackend) remove(kind string) error {
 // yet, fn first runs with no record outside the guard: if it decides to
 // change nothing (a refusal, or a no-op release), nothing is created.
 // Only a change creates the directory and runs fn again under the guard.
-func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
+// A change's event is journaled inside the guard before the change is
+// made; a change whose event cannot be journaled is not made.
+func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
 	g, err := b.enterGuard(ctx, kind)
 	if errors.Is(err, errNoStore) {
-		op, _, ferr := fn(nil)
-		if ferr != nil || op == OpNone {
-			return ferr
+		ch, ferr := fn(nil)
+		if ferr != nil || ch.Op == OpNone {
+			return nil, ferr
 		}
 		if err := os.MkdirAll(b.dir, 0o777); err != nil {
-			return fmt.Errorf("lease: store %s: %w", b.dir, err)
+			return nil, fmt.Errorf("lease: store %s: %w", b.dir, err)
 		}
 		g, err = b.enterGuard(ctx, kind)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer b.leaveGuard(g)
-	cur, err := b.Read(kind)
+	cur, err := b.read(kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	op, next, err := fn(cur)
-	if err != nil {
-		return err
+	ch, err := fn(cur)
+	if err != nil || ch.Op == OpNone {
+		return nil, err
 	}
-	switch op {
-	case OpPut:
-		if cur == nil || cur.Corrupt || next.Token != cur.Token {
-			// A new incarnation (acquire or takeover): the next fence.
-			var floor int64
-			if cur != nil {
-				floor = cur.Fence
-			}
-			if next.Fence, err = b.nextFence(kind, next.Token, floor); err != nil {
-				return err
-			}
-		} else {
-			next.Fence = cur.Fence
+	if ch.Event != nil {
+		if err := b.Journal(ctx, *ch.Event); err != nil {
+			return nil, fmt.Errorf("lease %s: %s refused: it could not be journaled: %w", kind, ch.Event.Event, err)
 		}
-		return b.write(kind, next)
-	case OpDelete:
-		return b.remove(kind)
 	}
-	return nil
+	next := ch.Record
+	switch ch.Op {
+	case OpAcquire:
+		// A new incarnation (acquire or takeover): the next fence.
+		var floor int64
+		if cur != nil {
+			floor = cur.Fence
+		}
+		if next.Fence, err = b.nextFence(kind, next.Token, floor); err != nil {
+			return nil, err
+		}
+	case OpRenew:
+		if cur == nil || cur.Token != next.Token {
+			return nil, fmt.Errorf("lease: renew %s: the record is not the incarnation being renewed", kind)
+		}
+		next.Fence = cur.Fence
+	case OpDelete:
+		return nil, b.remove(kind)
+	default:
+		return nil, fmt.Errorf("lease: update %s: unknown op %d", kind, ch.Op)
+	}
+	if err := b.write(kind, next); err != nil {
+		return nil, err
+	}
+	b.judge(next)
+	return next, nil
 }
 
 // Names implements [Backend]: every <name>.json in the store whose name does
 // not start with a dot.
-func (b *fileBackend) Names() ([]string, error) {
+func (b *fileBackend) Names(context.Context) ([]string, error) {
 	entries, err := os.ReadDir(b.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -163,7 +200,7 @@ func (b *fileBackend) Names() ([]string, error) {
 
 // Journal implements [Backend]: one JSON line appended with a single write,
 // which O_APPEND keeps whole against concurrent appenders.
-func (b *fileBackend) Journal(e Event) error {
+func (b *fileBackend) Journal(_ context.Context, e Event) error {
 	if e.At.IsZero() {
 		e.At = b.clock.Now()
 	}

@@ -259,7 +259,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 	}
 	if !b.sameGuard(dst, v) {
 		if err := renameNoReplace(dst, path); err != nil {
-			_ = b.Journal(Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
+			_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
 		}
 		return nil
 	}
@@ -271,7 +271,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 	if v.holder != nil {
 		e.Holder, e.PID = v.holder.ID, v.holder.PID
 	}
-	return b.Journal(e)
+	return b.Journal(context.Background(), e)
 }
 
 // sameGuard checks that the directory moved aside at moved is the guard
@@ -303,7 +303,7 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 	defer g.lock.Close()
 	captured := g.path + ".release-" + randomHex(8)
 	if err := renameFile(g.path, captured); err != nil {
-		_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
+		_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return
 	}
 	if h := readHolder(captured); h != nil && h.ID == g.id {
@@ -318,7 +318,7 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 		_ = os.RemoveAll(captured)
 		reason = "captured another holder's guard at release and could not restore it"
 	}
-	_ = b.Journal(Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
+	_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
 }
 
 // guardHook, when set by a test, is called at named points of the guard

@@ -83,7 +83,7 @@ type Hold struct {
 // [Hold.Stop] does; it is not a loss.
 func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptions) (*Hold, error) {
 	rec := o.Acquired
-	if rec == nil || rec.Corrupt || rec.Kind != kind || rec.Owner != owner || rec.Token != token || !s.Judge(rec).Live {
+	if rec == nil || rec.Corrupt || rec.Kind != kind || rec.Owner != owner || rec.Token != token || !rec.Seen.Live {
 		var err error
 		if rec, err = s.Heartbeat(ctx, kind, owner, token); err != nil {
 			if definiteLoss(err) {
@@ -208,7 +208,7 @@ func (h *Hold) loop(ctx context.Context) {
 		case <-h.stop:
 			return
 		case <-expiry.C:
-			h.lose(fmt.Errorf("%w: %s expired at %s before a heartbeat reached it", ErrExpired, h.kind, FormatTime(h.store.Judge(h.Record()).ExpiresAt)))
+			h.lose(fmt.Errorf("%w: %s expired at %s before a heartbeat reached it", ErrExpired, h.kind, FormatTime(h.Record().Seen.ExpiresAt)))
 			return
 		case <-beat.C:
 		}
@@ -239,7 +239,7 @@ func (h *Hold) loop(ctx context.Context) {
 
 // untilExpiry is the time left before the last confirmed record lapses.
 func (h *Hold) untilExpiry() time.Duration {
-	return max(h.store.Judge(h.Record()).ExpiresAt.Sub(h.store.Now()), 0)
+	return max(h.Record().Seen.ExpiresAt.Sub(h.store.Now()), 0)
 }
 
 func (h *Hold) lose(cause error) {

@@ -19,9 +19,9 @@ type flakyBackend struct {
 
 var errFlaky = errors.New("injected failure")
 
-func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
+func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
 	if b.fail.Add(-1) >= 0 {
-		return errFlaky
+		return nil, errFlaky
 	}
 	b.fail.Store(0)
 	return b.Backend.Update(ctx, kind, fn)

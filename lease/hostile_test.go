@@ -233,11 +233,11 @@ type unreadableBackend struct {
 	kind string
 }
 
-func (b *unreadableBackend) Read(kind string) (*Record, error) {
+func (b *unreadableBackend) Read(ctx context.Context, kind string) (*Record, error) {
 	if kind == b.kind {
 		return nil, &os.PathError{Op: "open", Path: kind + ".json", Err: syscall.EACCES}
 	}
-	return b.Backend.Read(kind)
+	return b.Backend.Read(ctx, kind)
 }
 
 func TestPayloadDepthIsBounded(t *testing.T) {

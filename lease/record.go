@@ -71,6 +71,9 @@ type Record struct {
 	// file, and not in its JSON either, which stays the file's field for
 	// field: outputs print it beside the record, as "fence".
 	Fence int64
+	// Seen is the backend's judgement of the record when it read or
+	// stored it: live or not, and until when, on the backend's clock.
+	Seen Liveness
 
 	// Extra keeps fields written by other implementations, so a heartbeat
 	// rewrites them unchanged.

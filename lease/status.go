@@ -46,7 +46,7 @@ func (s *Store) Status(kind string) (*Status, error) {
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	rec, err := s.b.Read(kind)
+	rec, err := s.b.Read(context.Background(), kind)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +58,7 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 	if rec == nil {
 		return st
 	}
-	now, boot := s.instant()
-	lv := rec.Judge(now, boot)
+	now, lv := s.b.Now(), rec.Seen
 	st.State, st.Rule = Held, lv.Rule
 	if !lv.Live {
 		st.State = Unknown
@@ -75,7 +74,7 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 // are not kinds come back with State Invalid; an entry that cannot be read
 // comes back Unknown with ReadErr set, and the others are still listed.
 func (s *Store) List() ([]Status, error) {
-	names, err := s.b.Names()
+	names, err := s.b.Names(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +84,7 @@ func (s *Store) List() ([]Status, error) {
 			out = append(out, Status{Kind: n, State: Invalid})
 			continue
 		}
-		rec, err := s.b.Read(n)
+		rec, err := s.b.Read(context.Background(), n)
 		if err != nil {
 			// One bad entry must not hide the rest of the store.
 			out = append(out, Status{Kind: n, State: Unknown, ReadErr: err,

@@ -120,50 +120,39 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 	// and a refusal changes nothing, so it may be decided on what was read.
 	// Under contention most acquires are refused, and keeping them out of
 	// the guard leaves it to those that can change something.
-	if cur, err := s.b.Read(r.Kind); err == nil && cur != nil {
-		if lv := s.Judge(cur); lv.Live {
-			return nil, &HeldError{Record: cur, ExpiresAt: lv.ExpiresAt}
-		}
+	if cur, err := s.b.Read(ctx, r.Kind); err == nil && cur != nil && cur.Seen.Live {
+		return nil, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
 	}
-	var out *Acquisition
-	err := s.b.Update(ctx, r.Kind, func(cur *Record) (Op, *Record, error) {
-		now, boot := s.instant()
-		if cur != nil {
-			if lv := cur.Judge(now, boot); lv.Live {
-				return OpNone, nil, &HeldError{Record: cur, ExpiresAt: lv.ExpiresAt}
-			}
+	token := NewToken()
+	var prev *Record
+	stored, err := s.b.Update(ctx, r.Kind, func(cur *Record) (Change, error) {
+		prev = cur
+		if cur != nil && cur.Seen.Live {
+			return Change{}, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
 		}
+		now, boot := s.instant()
 		rec := &Record{
-			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: NewToken(),
+			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: token,
 			TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload),
 		}
 		rec.stamp(now, boot)
 		rec.AcquiredAt = rec.Heartbeat
-		out = &Acquisition{Record: rec}
+		ch := Change{Op: OpAcquire, Record: rec}
 		if cur != nil {
-			// A takeover is journaled before it happens, inside the
-			// critical section: one that cannot be journaled does not
-			// happen.
-			out.TookOverExpired, out.Previous = true, cur
-			if err := s.journal(Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: cur}); err != nil {
-				return OpNone, nil, err
-			}
+			// A takeover is journaled with the change, before it happens:
+			// one that cannot be journaled does not happen.
+			ch.Event = &Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: cur}
 		}
-		return OpPut, rec, nil
+		return ch, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
-}
-
-// journal writes an event, or explains why the change it records was not
-// made.
-func (s *Store) journal(e Event) error {
-	if err := s.b.Journal(e); err != nil {
-		return fmt.Errorf("lease %s: %s refused: it could not be journaled: %w", e.Kind, e.Event, err)
+	out := &Acquisition{Record: stored}
+	if prev != nil {
+		out.TookOverExpired, out.Previous = true, prev
 	}
-	return nil
+	return out, nil
 }
 
 // Heartbeat refreshes a live lease held by owner with token and returns the
@@ -177,27 +166,23 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 	if err := s.CheckOwner(owner); err != nil {
 		return nil, err
 	}
-	var out *Record
-	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+	return s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
 		switch {
 		case cur == nil:
-			return OpNone, nil, fmt.Errorf("%w: %s has no record to heartbeat; acquire it", ErrNotHeld, kind)
+			return Change{}, fmt.Errorf("%w: %s has no record to heartbeat; acquire it", ErrNotHeld, kind)
 		case cur.Corrupt:
-			return OpNone, nil, fmt.Errorf("%w: the record of %s is unreadable (%s)", ErrExpired, kind, cur.Reason)
+			return Change{}, fmt.Errorf("%w: the record of %s is unreadable (%s)", ErrExpired, kind, cur.Reason)
 		case cur.Owner != owner || cur.Token != token:
-			return OpNone, nil, notOwner(kind, cur)
+			return Change{}, notOwner(kind, cur)
+		case !cur.Seen.Live:
+			return Change{}, fmt.Errorf("%w: %s expired at %s and is forfeit; acquire it again", ErrExpired, kind, FormatTime(cur.Seen.ExpiresAt))
 		}
 		now, boot := s.instant()
-		if lv := cur.Judge(now, boot); !lv.Live {
-			return OpNone, nil, fmt.Errorf("%w: %s expired at %s and is forfeit; acquire it again", ErrExpired, kind, FormatTime(lv.ExpiresAt))
-		}
 		next := *cur
 		next.Extra = maps.Clone(cur.Extra)
 		next.stamp(now, boot)
-		out = &next
-		return OpPut, out, nil
+		return Change{Op: OpRenew, Record: &next}, nil
 	})
-	return out, err
 }
 
 func notOwner(kind string, cur *Record) error {
@@ -230,18 +215,19 @@ func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Releas
 		return nil, err
 	}
 	out := &Released{}
-	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+	_, err := s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
+		*out = Released{}
 		if cur == nil {
-			return OpNone, nil, nil
+			return Change{}, nil
 		}
 		if cur.Corrupt || cur.Owner != owner {
-			return OpNone, nil, notOwner(kind, cur)
+			return Change{}, notOwner(kind, cur)
 		}
 		if cur.Token != token {
-			return OpNone, nil, fmt.Errorf("%w: %s is held by %q under another token (it was taken over, or the token is wrong)", ErrTokenMismatch, kind, cur.Owner)
+			return Change{}, fmt.Errorf("%w: %s is held by %q under another token (it was taken over, or the token is wrong)", ErrTokenMismatch, kind, cur.Owner)
 		}
-		out.Released, out.WasExpired = true, !s.Judge(cur).Live
-		return OpDelete, nil, nil
+		out.Released, out.WasExpired = true, !cur.Seen.Live
+		return Change{Op: OpDelete}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -263,15 +249,13 @@ func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, e
 		}
 	}
 	out := &Released{}
-	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+	_, err := s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
+		*out = Released{}
 		if cur == nil {
-			return OpNone, nil, nil
+			return Change{}, nil
 		}
-		out.Released, out.WasExpired, out.Previous = true, !s.Judge(cur).Live, cur
-		if err := s.journal(Event{Event: EventForceRelease, Kind: kind, By: by, Previous: cur}); err != nil {
-			return OpNone, nil, err
-		}
-		return OpDelete, nil, nil
+		out.Released, out.WasExpired, out.Previous = true, !cur.Seen.Live, cur
+		return Change{Op: OpDelete, Event: &Event{Event: EventForceRelease, Kind: kind, By: by, Previous: cur}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -287,18 +271,16 @@ func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
 		return nil, err
 	}
 	var prev *Record
-	err := s.b.Update(ctx, kind, func(cur *Record) (Op, *Record, error) {
+	_, err := s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
+		prev = nil
 		if cur == nil {
-			return OpNone, nil, nil
+			return Change{}, nil
 		}
-		if s.Judge(cur).Live {
-			return OpNone, nil, &notDeadError{kind: kind, rec: cur}
-		}
-		if err := s.journal(Event{Event: EventReap, Kind: kind, Previous: cur}); err != nil {
-			return OpNone, nil, err
+		if cur.Seen.Live {
+			return Change{}, &notDeadError{kind: kind, rec: cur}
 		}
 		prev = cur
-		return OpDelete, nil, nil
+		return Change{Op: OpDelete, Event: &Event{Event: EventReap, Kind: kind, Previous: cur}}, nil
 	})
 	if err != nil || prev == nil {
 		return nil, err
@@ -313,7 +295,7 @@ type notDeadError struct {
 }
 
 func (e *notDeadError) Error() string {
-	return fmt.Sprintf("lease %s is live, held by %q until %s; only a dead lease can be reaped", e.kind, e.rec.Owner, FormatTime(e.rec.ExpiresAt()))
+	return fmt.Sprintf("lease %s is live, held by %q until %s; only a dead lease can be reaped", e.kind, e.rec.Owner, FormatTime(e.rec.Seen.ExpiresAt))
 }
 
 func (e *notDeadError) Is(target error) bool { return target == ErrNotDead }

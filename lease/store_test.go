@@ -817,14 +817,14 @@ type spyBackend struct {
 	attempts chan struct{}
 }
 
-func (b *spyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Op, *Record, error)) error {
-	err := b.fileBackend.Update(ctx, kind, fn)
+func (b *spyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+	r, err := b.fileBackend.Update(ctx, kind, fn)
 	b.note()
-	return err
+	return r, err
 }
 
-func (b *spyBackend) Read(kind string) (*Record, error) {
-	r, err := b.fileBackend.Read(kind)
+func (b *spyBackend) Read(ctx context.Context, kind string) (*Record, error) {
+	r, err := b.fileBackend.Read(ctx, kind)
 	b.note()
 	return r, err
 }

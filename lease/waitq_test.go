@@ -80,7 +80,7 @@ func TestAcquireWaitLineServesEveryWaiter(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
 		t.Fatalf("wait file: %v %v", fi, err)
 	}
-	names, err := s.b.Names()
+	names, err := s.b.Names(context.Background())
 	if err != nil || len(names) != 1 || names[0] != "k" {
 		t.Fatalf("Names = %v, %v; want only k", names, err)
 	}

@@ -24,6 +24,7 @@ type acquireOut struct {
 	Code            string        `json:"code"`
 	Kind            string        `json:"kind"`
 	Record          *lease.Record `json:"record"`
+	Fence           int64         `json:"fence,omitempty"`
 	ExpiresAt       string        `json:"expiresAt"`
 	TookOverExpired bool          `json:"tookOverExpired,omitempty"`
 	Previous        *lease.Record `json:"previous,omitempty"`
@@ -63,7 +64,7 @@ func (c *acquireCmd) Run(e *env) error {
 		fmt.Fprintf(e.stderr, "lease: took over the dead lease %s of %s (journaled in %s)\n", c.Kind, describeOwner(acq.Previous), lease.JournalName)
 	}
 	return e.emit(acquireOut{
-		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record,
+		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record, Fence: acq.Record.Fence,
 		ExpiresAt:       lease.FormatTime(acq.Record.ExpiresAt()),
 		TookOverExpired: acq.TookOverExpired, Previous: e.show(acq.Previous),
 	})
@@ -87,6 +88,7 @@ type heartbeatOut struct {
 	Code        string        `json:"code"`
 	Kind        string        `json:"kind"`
 	Record      *lease.Record `json:"record"`
+	Fence       int64         `json:"fence,omitempty"`
 	ExpiresAt   string        `json:"expiresAt"`
 	ExpiresInMs int64         `json:"expiresInMs"`
 }
@@ -97,7 +99,7 @@ func (c *heartbeatCmd) Run(e *env) error {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
 	}
 	return e.emit(heartbeatOut{
-		OK: true, Code: "refreshed", Kind: c.Kind, Record: rec,
+		OK: true, Code: "refreshed", Kind: c.Kind, Record: rec, Fence: rec.Fence,
 		ExpiresAt:   lease.FormatTime(rec.ExpiresAt()),
 		ExpiresInMs: rec.ExpiresAt().Sub(e.store.Now()).Milliseconds(),
 	})
@@ -153,6 +155,7 @@ type statusOut struct {
 	State        lease.State   `json:"state"`
 	Holder       string        `json:"holder,omitempty"`
 	Record       *lease.Record `json:"record,omitempty"`
+	Fence        int64         `json:"fence,omitempty"`
 	ExpiresAt    string        `json:"expiresAt,omitempty"`
 	ExpiresInMs  *int64        `json:"expiresInMs,omitempty"`
 	ExpiredForMs *int64        `json:"expiredForMs,omitempty"`
@@ -164,6 +167,9 @@ func statusView(st *lease.Status, reveal bool) statusOut {
 	// as its fingerprint (unless --reveal-tokens), so reading a status
 	// cannot give a lease away.
 	out := statusOut{Kind: st.Kind, State: st.State, Record: shown(st.Record, reveal)}
+	if st.Record != nil {
+		out.Fence = st.Record.Fence
+	}
 	switch st.State {
 	case lease.Invalid:
 		out.Note = "file name is not a lease kind: reported, never touched"

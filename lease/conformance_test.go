@@ -1,0 +1,77 @@
+package lease_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/lease/leasetest"
+)
+
+// stepClock is a fake clock that the harness advances.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// TestConformanceDirectory runs the backend conformance suite against the
+// directory store on a fake clock.
+func TestConformanceDirectory(t *testing.T) {
+	clocks := map[*lease.Store]*stepClock{}
+	var mu sync.Mutex
+	leasetest.Run(t, leasetest.Harness{
+		TTLMinutes: 1,
+		New: func(t *testing.T) *lease.Store {
+			c := &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+			s, err := lease.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(c),
+				lease.WithOwnerPattern(`^conf-[a-z0-9]+$`), lease.WithPollInterval(20*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			clocks[s] = c
+			mu.Unlock()
+			return s
+		},
+		Lapse: func(t *testing.T, s *lease.Store) {
+			mu.Lock()
+			defer mu.Unlock()
+			clocks[s].advance(61 * time.Second)
+		},
+		Journal: func(t *testing.T, s *lease.Store) []lease.Event {
+			f, err := os.Open(filepath.Join(s.Dir(), lease.JournalName))
+			if os.IsNotExist(err) {
+				return nil
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var out []lease.Event
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var e struct {
+					lease.Event
+					Previous json.RawMessage `json:"previous"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+					t.Fatalf("journal line %q: %v", sc.Text(), err)
+				}
+				if len(e.Previous) > 0 {
+					e.Event.Previous = lease.DecodeRecord(e.Kind, e.Previous)
+				}
+				out = append(out, e.Event)
+			}
+			return out
+		},
+	})
+}

@@ -1,0 +1,308 @@
+// Package leasetest is the conformance suite every [lease.Backend] must
+// pass: the lease semantics as a caller of [lease.Store] sees them, run
+// against a fresh store per test. Backend packages call [Run] from their
+// own tests with a [Harness] that says how to make a store and how to let
+// its leases lapse.
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// Harness makes stores of one backend for the suite.
+type Harness struct {
+	// New returns an empty store whose owner fence admits owners of the
+	// form "conf-<letters/digits>".
+	New func(t *testing.T) *lease.Store
+	// TTLMinutes is the shortest TTL the backend honours exactly (the
+	// suite's leases all use it).
+	TTLMinutes float64
+	// Lapse lets every lease of TTLMinutes taken so far expire on the
+	// backend's clock: advance a fake clock, or sleep past the TTL.
+	Lapse func(t *testing.T, s *lease.Store)
+	// Journal, when set, returns the events journaled so far.
+	Journal func(t *testing.T, s *lease.Store) []lease.Event
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"AcquireHeldRelease", testAcquireHeldRelease},
+		{"HeartbeatFencing", testHeartbeatFencing},
+		{"ExpiryNoRevivalTakeover", testExpiryTakeover},
+		{"ReapAndForceRelease", testReapForce},
+		{"FencesGrow", testFencesGrow},
+		{"OneWinner", testOneWinner},
+		{"ListAndReconcile", testListReconcile},
+		{"WaitWakesOnRelease", testWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
+	}
+}
+
+var bg = context.Background()
+
+func acquire(t *testing.T, h Harness, s *lease.Store, kind, owner string) *lease.Acquisition {
+	t.Helper()
+	a, err := s.Acquire(bg, lease.Request{Kind: kind, Owner: owner, TTLMinutes: h.TTLMinutes, Payload: []byte(`{"n":1}`)})
+	if err != nil {
+		t.Fatalf("acquire %s by %s: %v", kind, owner, err)
+	}
+	return a
+}
+
+func state(t *testing.T, s *lease.Store, kind string) *lease.Status {
+	t.Helper()
+	st, err := s.Status(kind)
+	if err != nil {
+		t.Fatalf("status %s: %v", kind, err)
+	}
+	return st
+}
+
+func testAcquireHeldRelease(t *testing.T, h Harness) {
+	s := h.New(t)
+	if st := state(t, s, "k"); st.State != lease.Free {
+		t.Fatalf("fresh store: %s", st.State)
+	}
+	a := acquire(t, h, s, "k", "conf-a")
+	r := a.Record
+	if r.Owner != "conf-a" || r.Token == "" || r.Fence <= 0 || !r.Seen.Live || a.TookOverExpired || string(r.Payload) != `{"n":1}` {
+		t.Fatalf("acquired record %+v", r)
+	}
+	st := state(t, s, "k")
+	if st.State != lease.Held || st.Record.Token != r.Token || st.Record.Fence != r.Fence || st.Remaining <= 0 {
+		t.Fatalf("status after acquire: %+v", st)
+	}
+	for _, owner := range []string{"conf-b", "conf-a"} {
+		_, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: owner, TTLMinutes: h.TTLMinutes})
+		var held *lease.HeldError
+		if !errors.Is(err, lease.ErrHeld) || !errors.As(err, &held) || held.Record.Owner != "conf-a" {
+			t.Fatalf("second acquire by %s: %v", owner, err)
+		}
+	}
+	if _, err := s.Release(bg, "k", "conf-a", "wrong-token"); !errors.Is(err, lease.ErrTokenMismatch) || !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("release with a wrong token: %v", err)
+	}
+	if _, err := s.Release(bg, "k", "conf-b", r.Token); !errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrTokenMismatch) {
+		t.Fatalf("release by another owner: %v", err)
+	}
+	rel, err := s.Release(bg, "k", "conf-a", r.Token)
+	if err != nil || !rel.Released || rel.WasExpired {
+		t.Fatalf("release: %+v %v", rel, err)
+	}
+	if st := state(t, s, "k"); st.State != lease.Free {
+		t.Fatalf("after release: %s", st.State)
+	}
+	if rel, err := s.Release(bg, "k", "conf-a", r.Token); err != nil || rel.Released {
+		t.Fatalf("second release: %+v %v", rel, err)
+	}
+}
+
+func testHeartbeatFencing(t *testing.T, h Harness) {
+	s := h.New(t)
+	a := acquire(t, h, s, "k", "conf-a")
+	if _, err := s.Heartbeat(bg, "k", "conf-a", "nope"); !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("heartbeat with a wrong token: %v", err)
+	}
+	if _, err := s.Heartbeat(bg, "k", "conf-b", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("heartbeat by another owner: %v", err)
+	}
+	if _, err := s.Heartbeat(bg, "none", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("heartbeat of a kind with no record: %v", err)
+	}
+	r, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token)
+	if err != nil || r.Token != a.Record.Token || r.Fence != a.Record.Fence || !r.Seen.Live || !r.AcquiredAt.Equal(a.Record.AcquiredAt) {
+		t.Fatalf("heartbeat: %+v %v", r, err)
+	}
+	if r.Heartbeat.Before(a.Record.Heartbeat) {
+		t.Errorf("heartbeat went back: %v < %v", r.Heartbeat, a.Record.Heartbeat)
+	}
+}
+
+func testExpiryTakeover(t *testing.T, h Harness) {
+	s := h.New(t)
+	a := acquire(t, h, s, "k", "conf-a")
+	h.Lapse(t, s)
+	st := state(t, s, "k")
+	if st.State != lease.Unknown || st.Record.Owner != "conf-a" {
+		t.Fatalf("after the TTL: %+v", st)
+	}
+	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("heartbeat after expiry: %v (a lapsed lease must not be revived)", err)
+	}
+	b, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: h.TTLMinutes})
+	if err != nil || !b.TookOverExpired || b.Previous == nil || b.Previous.Token != a.Record.Token || b.Record.Fence <= a.Record.Fence {
+		t.Fatalf("takeover: %+v %v", b, err)
+	}
+	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("the displaced holder's heartbeat: %v", err)
+	}
+	if _, err := s.Release(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("the displaced holder's release: %v", err)
+	}
+	if h.Journal != nil {
+		var seen bool
+		for _, e := range h.Journal(t, s) {
+			if e.Event == lease.EventTakeover && e.Kind == "k" && e.By == "conf-b" && e.Previous != nil && e.Previous.Token == a.Record.Token {
+				seen = true
+			}
+		}
+		if !seen {
+			t.Errorf("the takeover was not journaled: %+v", h.Journal(t, s))
+		}
+	}
+}
+
+func testReapForce(t *testing.T, h Harness) {
+	s := h.New(t)
+	a := acquire(t, h, s, "k", "conf-a")
+	if _, err := s.Reap(bg, "k"); !errors.Is(err, lease.ErrNotDead) {
+		t.Fatalf("reap of a live lease: %v", err)
+	}
+	h.Lapse(t, s)
+	prev, err := s.Reap(bg, "k")
+	if err != nil || prev == nil || prev.Token != a.Record.Token {
+		t.Fatalf("reap of a dead lease: %+v %v", prev, err)
+	}
+	if st := state(t, s, "k"); st.State != lease.Free {
+		t.Fatalf("after reap: %s", st.State)
+	}
+	if prev, err := s.Reap(bg, "k"); err != nil || prev != nil {
+		t.Fatalf("reap of nothing: %+v %v", prev, err)
+	}
+	b := acquire(t, h, s, "k", "conf-b")
+	rel, err := s.ForceRelease(bg, "k", "conf-op")
+	if err != nil || !rel.Released || rel.Previous == nil || rel.Previous.Token != b.Record.Token {
+		t.Fatalf("force release: %+v %v", rel, err)
+	}
+	if st := state(t, s, "k"); st.State != lease.Free {
+		t.Fatalf("after force release: %s", st.State)
+	}
+	if h.Journal != nil {
+		var reap, force bool
+		for _, e := range h.Journal(t, s) {
+			reap = reap || e.Event == lease.EventReap && e.Kind == "k"
+			force = force || e.Event == lease.EventForceRelease && e.Kind == "k" && e.By == "conf-op"
+		}
+		if !reap || !force {
+			t.Errorf("journal lacks the reap (%v) or the forced release (%v)", reap, force)
+		}
+	}
+}
+
+func testFencesGrow(t *testing.T, h Harness) {
+	s := h.New(t)
+	var last int64
+	for i := range 4 {
+		a := acquire(t, h, s, "k", fmt.Sprintf("conf-%c", 'a'+i))
+		if a.Record.Fence <= last {
+			t.Fatalf("holder %d: fence %d after %d", i, a.Record.Fence, last)
+		}
+		last = a.Record.Fence
+		if i%2 == 0 {
+			if _, err := s.Release(bg, "k", a.Record.Owner, a.Record.Token); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			h.Lapse(t, s) // the next one takes over
+		}
+	}
+}
+
+func testOneWinner(t *testing.T, h Harness) {
+	s := h.New(t)
+	const n = 12
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var won []string
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			owner := fmt.Sprintf("conf-r%02d", i)
+			_, err := s.Acquire(bg, lease.Request{Kind: "race", Owner: owner, TTLMinutes: h.TTLMinutes})
+			switch {
+			case err == nil:
+				mu.Lock()
+				won = append(won, owner)
+				mu.Unlock()
+			case !errors.Is(err, lease.ErrHeld):
+				t.Errorf("%s: %v", owner, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("winners: %v, want exactly one", won)
+	}
+}
+
+func testListReconcile(t *testing.T, h Harness) {
+	s := h.New(t)
+	dead := acquire(t, h, s, "dead", "conf-a")
+	h.Lapse(t, s)
+	acquire(t, h, s, "live", "conf-b")
+	all, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]lease.State{}
+	for _, st := range all {
+		got[st.Kind] = st.State
+	}
+	if len(got) != 2 || got["dead"] != lease.Unknown || got["live"] != lease.Held {
+		t.Fatalf("list: %v", got)
+	}
+	rep, err := s.Reconcile(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Held) != 1 || rep.Held[0].Kind != "live" || len(rep.Reaped) != 1 || rep.Reaped[0].Token != dead.Record.Token {
+		t.Fatalf("reconcile: held %+v reaped %+v", rep.Held, rep.Reaped)
+	}
+	if st := state(t, s, "dead"); st.State != lease.Free {
+		t.Fatalf("dead after reconcile: %s", st.State)
+	}
+}
+
+func testWait(t *testing.T, h Harness) {
+	s := h.New(t)
+	a := acquire(t, h, s, "k", "conf-a")
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		b, err := s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: h.TTLMinutes})
+		if err == nil && b.Record.Owner != "conf-b" {
+			err = fmt.Errorf("acquired by %s", b.Record.Owner)
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the waiter did not wait: %v", err)
+	default:
+	}
+	if _, err := s.Release(bg, "k", "conf-a", a.Record.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}

@@ -22,11 +22,13 @@
 //   value throws.
 // - The records come back with their tokens because every reading call
 //   passes --reveal-tokens (our CLI shows fingerprints by default).
+// - Our outputs' additive fields (the fence printed beside a record) are
+//   left out: the Node API has no such field (cli.mjs, nodeNames).
 // - A refused reap of a live lease answers code "not_dead" (the Node tool:
 //   "held"), and reconcile's reaped entries are {kind, previous} (the Node
 //   tool: the whole reap result); docs/PROTOCOL.md §4.3 says why.
 
-import { run } from "./cli.mjs";
+import { nodeNames, run } from "./cli.mjs";
 
 /**
  * The owner fence this reference runs with, from DL_INTEROP_OWNER_PATTERN
@@ -49,7 +51,9 @@ export function createLeaseStore({ store, dir, now, ownerPattern, env = process.
   }
   const where = store ?? dir;
   const common = [...(where ? ["--store", where] : []), "--owner-pattern", source(ownerPattern ?? OWNER_PATTERN)];
-  const lease = (args) => run("lease", [...args, ...common], { now, env }).out;
+  // Each result in the Node API's shape (nodeNames drops our additive
+  // fields, such as the fence beside a record).
+  const lease = (args) => nodeNames(run("lease", [...args, ...common], { now, env }).out);
 
   const payloadFlag = (payload) => (payload === undefined ? [] : ["--payload", JSON.stringify(payload)]);
 
@@ -67,7 +71,7 @@ export function createLeaseStore({ store, dir, now, ownerPattern, env = process.
       return status;
     },
     reap: ({ kind }) => lease(["reap", "--kind", kind, "--reveal-tokens"]),
-    list: () => lease(["list", "--reveal-tokens"]).leases,
+    list: () => lease(["list", "--reveal-tokens"]).leases.map(nodeNames),
     reconcile: () => lease(["reconcile", "--reveal-tokens"]),
   };
 }

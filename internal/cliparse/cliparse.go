@@ -29,15 +29,25 @@ func Usagef(format string, args ...any) error {
 // exitRequest carries kong's request to exit (after --help) out of Parse.
 type exitRequest struct{ code int }
 
-// Parse parses args into grammar. When kong printed help (or another
-// message) and wanted to exit, exited is true and status is what it asked
-// for; otherwise a parse failure is a usage error.
-func Parse(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (kctx *kong.Context, exited bool, status int, err error) {
+// Parse parses args into grammar and returns the verb they selected.
+// When kong printed help (or another message) and wanted to exit, exited
+// is true and status is what it asked for; otherwise a parse failure is a
+// usage error. A plain command line is read without kong (see quick);
+// help and every mistake go to kong, which builds the whole grammar.
+func Parse(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
 	if wantsVersion(args) {
 		fmt.Fprintf(stdout, "%s %s\n", name, Version())
-		return nil, true, 0, nil
+		return Command{}, true, 0, nil
 	}
 	args = helpVerb(grammar, args)
+	if cmd, ok := quick(grammar, args); ok {
+		return cmd, false, 0, nil
+	}
+	return parseWithKong(grammar, name, description, vars, args, stdout, stderr)
+}
+
+// parseWithKong is Parse by kong's model of the whole grammar.
+func parseWithKong(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
 	parser, err := kong.New(grammar,
 		kong.Name(name),
 		kong.Description(description),
@@ -47,7 +57,7 @@ func Parse(grammar any, name, description string, vars kong.Vars, args []string,
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 	)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("building the parser: %w", err)
+		return Command{}, false, 0, fmt.Errorf("building the parser: %w", err)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -55,14 +65,17 @@ func Parse(grammar any, name, description string, vars kong.Vars, args []string,
 			if !ok {
 				panic(r)
 			}
-			kctx, exited, status, err = nil, true, ex.code, nil
+			cmd, exited, status, err = Command{}, true, ex.code, nil
 		}
 	}()
-	kctx, err = parser.Parse(args)
+	kctx, err := parser.Parse(args)
 	if err != nil {
-		return nil, false, 0, Usagef("%v", err)
+		return Command{}, false, 0, Usagef("%v", err)
 	}
-	return kctx, false, 0, nil
+	if sel := kctx.Selected(); sel != nil {
+		cmd = Command{Name: sel.Name, Target: sel.Target.Addr().Interface()}
+	}
+	return cmd, false, 0, nil
 }
 
 // MaxMs bounds every millisecond flag (waits, polls, timeouts) at 366

@@ -1,39 +1,26 @@
 // Package jsonout holds what the durable-lease CLIs share about their
-// output: exactly one JSON object on stdout, and the exit statuses.
+// output: exactly one JSON object on stdout, and the exit statuses. It is
+// package outcome plus the errors of package pool, for the CLIs that use
+// pools.
 package jsonout
 
 import (
-	"encoding/json"
 	"io"
+
+	"github.com/durable-lease/durable-lease/internal/outcome"
 )
 
-// Exit statuses shared by every CLI of the project.
+// Exit statuses shared by every CLI of the project (see package outcome).
 const (
-	// ExitOK is success; a status query always exits with it.
-	ExitOK = 0
-	// ExitRefused is an operational refusal: held, expired, not owner,
-	// timed out, saturated.
-	ExitRefused = 1
-	// ExitUsage is a usage or validation error; nothing was changed.
-	ExitUsage = 2
-	// ExitInternal is an unexpected failure (I/O, a stuck guard).
-	ExitInternal = 3
+	ExitOK       = outcome.ExitOK
+	ExitRefused  = outcome.ExitRefused
+	ExitUsage    = outcome.ExitUsage
+	ExitInternal = outcome.ExitInternal
 )
 
 // Failure is the common part of every ok:false object.
-type Failure struct {
-	OK    bool   `json:"ok"`
-	Code  string `json:"code"`
-	Error string `json:"error"`
-}
+type Failure = outcome.Failure
 
 // Write prints v as one JSON object and a newline, indented when pretty.
 // HTML characters are not escaped, so payloads read back as written.
-func Write(w io.Writer, v any, pretty bool) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	if pretty {
-		enc.SetIndent("", "  ")
-	}
-	return enc.Encode(v)
-}
+func Write(w io.Writer, v any, pretty bool) error { return outcome.Write(w, v, pretty) }

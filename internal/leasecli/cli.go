@@ -10,7 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
-	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -40,6 +40,14 @@ processes of one host. Every outcome prints one JSON object on stdout.
 Exit status: 0 success (status always 0), 1 refusal (held, expired, not owner,
 timeout, not dead), 2 usage or validation error (nothing changed), 3 internal error.`
 
+// helpVars are the variables the help text interpolates.
+func helpVars() kong.Vars {
+	return kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern}
+}
+
+// verb is every command: Parse returns the selected one.
+type verb interface{ Run(e *env) error }
+
 // env is what every command's Run receives.
 type env struct {
 	ctx    context.Context
@@ -50,7 +58,7 @@ type env struct {
 	reveal bool
 }
 
-func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.pretty) }
+func (e *env) emit(v any) error { return outcome.Write(e.stdout, v, e.pretty) }
 
 // show is r as output may show it: with its token as a fingerprint,
 // unless --reveal-tokens asked for it in full.
@@ -68,9 +76,7 @@ func shown(r *lease.Record, reveal bool) *lease.Record {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cli
 	pretty, reveal := false, false
-	kctx, exited, status, err := cliparse.Parse(&c, "lease", description,
-		kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern},
-		args, stdout, stderr)
+	cmd, exited, status, err := cliparse.Parse(&c, "lease", description, helpVars(), args, stdout, stderr)
 	if exited {
 		return status
 	}
@@ -92,8 +98,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
-	if err := kctx.Run(e); err != nil {
+	if err := cmd.Target.(verb).Run(e); err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
-	return jsonout.ExitOK
+	return outcome.ExitOK
 }

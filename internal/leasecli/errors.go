@@ -7,18 +7,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
 // classify maps an error to its code word and exit status: the lease CLI
 // has no errors of its own beyond those every CLI shares.
-func classify(err error) (code string, exit int) { return jsonout.Classify(err) }
+func classify(err error) (code string, exit int) { return outcome.Classify(err) }
 
 // failureOut is every ok:false object. A refusal by a live lease names its
 // holder and when it expires.
 type failureOut struct {
-	jsonout.Failure
+	outcome.Failure
 	Kind        string        `json:"kind,omitempty"`
 	Holder      string        `json:"holder,omitempty"`
 	HeldBySelf  *bool         `json:"heldBySelf,omitempty"`
@@ -43,7 +43,7 @@ func (r *refusal) Unwrap() error { return r.err }
 // exit status.
 func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
 	code, exit := classify(err)
-	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
+	out := failureOut{Failure: outcome.Failure{Code: code, Error: outcome.Describe(err)}}
 	var r *refusal
 	if errors.As(err, &r) {
 		out.Kind = r.kind
@@ -63,9 +63,9 @@ func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
 			out.WaitedMs = &w
 		}
 	}
-	_ = jsonout.Write(stdout, out, pretty)
-	if exit == jsonout.ExitUsage {
-		msg := jsonout.Describe(err)
+	_ = outcome.Write(stdout, out, pretty)
+	if exit == outcome.ExitUsage {
+		msg := outcome.Describe(err)
 		if !strings.HasPrefix(msg, "lease: ") {
 			msg = "lease: " + msg
 		}

@@ -65,6 +65,9 @@ Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
 health failed, lease lost), 2 usage or invalid pool file (nothing changed),
 3 internal error.`
 
+// verb is every command: Parse returns the selected one.
+type verb interface{ Run(e *env) error }
+
 // env is what every command's Run receives.
 type env struct {
 	ctx    context.Context
@@ -131,7 +134,7 @@ func shellRequested(args []string) bool {
 // returns the exit status. ctx cancels waits and running commands.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cli
-	kctx, exited, status, err := cliparse.Parse(&c, "pool", description, kong.Vars{}, args, stdout, stderr)
+	cmd, exited, status, err := cliparse.Parse(&c, "pool", description, kong.Vars{}, args, stdout, stderr)
 	if exited {
 		return status
 	}
@@ -146,8 +149,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
 	}
 	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd}
-	if err := kctx.Run(e); err != nil {
-		shell := (kctx.Command() == "acquire" && c.Acquire.Shell) || (kctx.Command() == "claim" && c.Claim.Shell)
+	if err := cmd.Target.(verb).Run(e); err != nil {
+		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
 		return fail(stdout, stderr, c.Pretty, shell, err)
 	}
 	return jsonout.ExitOK

@@ -89,25 +89,25 @@ type IO struct {
 }
 
 // Process runs pool-run on this process's arguments, streams and signals
-// and returns the exit status.
+// and returns the exit status, for the caller to exit with at once: the
+// signals stay registered, as unregistering them would only cost a round
+// trip per signal with the runtime's signal thread.
 func Process() int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	return Main(context.Background(), os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs})
 }
 
 // Main runs pool-run with args (without the program name).
 func Main(ctx context.Context, args []string, stdio IO) int {
 	var c cli
-	kctx, exited, status, err := cliparse.Parse(&c, "pool-run", description, kong.Vars{}, args, stdio.Stdout, stdio.Stderr)
+	_, exited, status, err := cliparse.Parse(&c, "pool-run", description, kong.Vars{}, args, stdio.Stdout, stdio.Stderr)
 	if exited {
 		return status
 	}
 	if err != nil {
 		return usage(stdio.Stderr, err)
 	}
-	_ = kctx
 	if len(c.Command) > 0 && c.Command[0] == "--" {
 		c.Command = c.Command[1:] // kong passes the separator through
 	}

@@ -1,0 +1,222 @@
+#!/bin/sh
+# bench/cost.sh: what one lease operation costs a caller, per operation,
+# against the cheapest process that takes a kernel lock, in the same run:
+#
+#   flock       flock STORE/x.lock true                the reference
+#   acquire     lease acquire of a free kind           (record removed before each run)
+#   release     lease release of a held lease          (record restored before each run)
+#   status      lease status of a free kind            (start-up and a read, no write)
+#   pool        pool --pool FILE status                (a one-slot pool)
+#   pool-run    pool-run --kind K -- true              (acquire, run true, release)
+#
+# and prints (acquire + release) / (2 x flock) from the medians: the cost
+# of a lease operation in flocks (issue 10, item 5: at most 1.2).
+#
+# The CLIs are built as the README installs them (CGO_ENABLED=0, static).
+# The store is a fresh directory on the disk of the default store (logs/
+# of this checkout), not on tmpfs. The commands take turns: ROUNDS rounds
+# of one hyperfine -N run of RUNS runs each, pooled, so drift on a loaded
+# machine falls on every command alike; the spread is the lowest and
+# highest per-round ratio. Setup (removing or restoring the record) runs
+# in --prepare, which hyperfine does not time; flock's prepare is `true`,
+# so every timed command follows one process start.
+#
+# Environment:
+#   ROUNDS, RUNS         default 10 and 50 (RUNS at least 20)
+#   BENCH_BASE=<commit>  also build that commit of this repository (git
+#                        archive) and time its commands in the same rounds,
+#                        as "base-acquire", "base-release" and so on
+#   BENCH_CGO=1          also time acquire and release of a default build
+#                        (cgo enabled: kong imports os/user, which then
+#                        links libc), as "cgo-acquire" and "cgo-release"
+#   BENCH_SRC=<dir>      build the CLIs from dir instead of this checkout
+#                        (an export of a commit with some changes, say)
+#   BENCH_STORE_PARENT   directory for the store (default: logs/ here)
+#   BENCH_KEEP=1         keep the store, binaries and results
+# Usage: bench/cost.sh   (from any directory)
+set -eu
+
+die() { echo "bench/cost.sh: $*" >&2; exit 2; }
+
+if ! command -v hyperfine >/dev/null 2>&1; then
+	cat >&2 <<'EOF'
+bench/cost.sh: hyperfine is not installed. Install it, then re-run:
+  Debian/Ubuntu:  sudo apt-get install hyperfine
+  macOS:          brew install hyperfine
+  any (Rust):     cargo install --locked hyperfine
+EOF
+	exit 2
+fi
+for tool in go flock python3 git; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
+done
+
+ROUNDS=${ROUNDS:-10}
+RUNS=${RUNS:-50}
+[ "$ROUNDS" -ge 1 ] 2>/dev/null || die "ROUNDS must be a number >= 1 (got $ROUNDS)"
+[ "$RUNS" -ge 20 ] 2>/dev/null || die "RUNS must be a number >= 20 (got $RUNS)"
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "${BENCH_SRC:-$root}" && pwd)
+parent=${BENCH_STORE_PARENT:-$root/logs}
+mkdir -p "$parent"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lease-cost.XXXXXX")
+store=$(mktemp -d "$parent/bench-cost.XXXXXX")
+cleanup() {
+	if [ "${BENCH_KEEP:-0}" != 1 ]; then
+		rm -rf "$store" "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# hyperfine -N splits command lines like a shell; keep paths simple.
+case "$tmp$store" in
+*[!A-Za-z0-9/._-]*) die "temporary paths must not contain spaces or quotes: $tmp $store" ;;
+esac
+
+# Built as the README installs them.
+(cd "$src" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/...)
+if [ "${BENCH_CGO:-0}" = 1 ]; then
+	(cd "$src" && CGO_ENABLED=1 go build -o "$tmp/cgo/" ./cmd/lease)
+	file "$tmp/cgo/lease" | grep -q 'dynamically linked' || die "the cgo build is not dynamically linked"
+fi
+base=
+if [ -n "${BENCH_BASE:-}" ]; then
+	base=$(git -C "$root" rev-parse --short "$BENCH_BASE") || die "no commit $BENCH_BASE"
+	mkdir "$tmp/base-src"
+	git -C "$root" archive "$base" | tar -x -C "$tmp/base-src"
+	(cd "$tmp/base-src" && CGO_ENABLED=0 go build -o "$tmp/base/" ./cmd/...)
+fi
+
+# Where and what was measured.
+describe() { # dir
+	if git -C "$1" rev-parse --git-dir >/dev/null 2>&1; then
+		rev=$(git -C "$1" rev-parse --short HEAD)
+		changed=$(git -C "$1" status --porcelain | awk '{print $2}' | tr '\n' ' ')
+		if [ -n "$changed" ]; then rev="$rev plus uncommitted changes to: $changed"; fi
+		echo "$rev"
+	else
+		echo "$1 (not a git checkout)"
+	fi
+}
+echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "code:    $(describe "$src")"
+[ -z "$base" ] || echo "base:    $base (git archive, built the same way)"
+echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r)"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1, 5, 15 min) at the start"
+echo "go:      $(go version)"
+echo "tools:   $(hyperfine --version), $(flock --version 2>&1 | head -1)"
+echo "store:   $store ($(df -T "$store" | awk 'NR==2 {print $2 " on " $1}'))"
+echo "binary:  $(wc -c <"$tmp/bin/lease") bytes, $(file -b "$tmp/bin/lease" | cut -d, -f1-4)"
+
+lease="$tmp/bin/lease --store $store"
+owner=bench
+
+# The record a timed release gives back: acquired once by the CLI itself
+# (so it is in whatever format the store writes), then copied back into
+# the store before every run. A day's TTL keeps it live for the run.
+out=$($lease acquire --kind bench-rel --owner $owner --ttl 1440) || die "acquire for the release record failed: $out"
+token=${out#*\"token\":\"}
+token=${token%%\"*}
+[ ${#token} -eq 32 ] || die "no token in: $out"
+cp "$store/bench-rel.json" "$tmp/held.json"
+echo '{"name": "bench", "slots": [{"id": 1}], "provision": "true"}' >"$tmp/pool.json"
+
+prep_acquire="rm -f $store/bench-acq.json"
+prep_release="cp $tmp/held.json $store/bench-rel.json"
+acquire_args="--store $store acquire --kind bench-acq --owner $owner --ttl 10"
+release_args="--store $store release --kind bench-rel --owner $owner --token $token"
+
+# name|prepare|command, one a line.
+{
+	echo "flock|true|flock $store/x.lock true"
+	echo "acquire|$prep_acquire|$tmp/bin/lease $acquire_args"
+	echo "release|$prep_release|$tmp/bin/lease $release_args"
+	echo "status|true|$lease status --kind bench-free"
+	echo "pool|true|$tmp/bin/pool --store $store --pool $tmp/pool.json status"
+	echo "pool-run|true|$tmp/bin/pool-run --store $store --owner $owner --ttl 1 --kind bench-run -- true"
+	if [ -n "$base" ]; then
+		echo "base-acquire|$prep_acquire|$tmp/base/lease $acquire_args"
+		echo "base-release|$prep_release|$tmp/base/lease $release_args"
+		echo "base-status|true|$tmp/base/lease --store $store status --kind bench-free"
+		echo "base-pool|true|$tmp/base/pool --store $store --pool $tmp/pool.json status"
+		echo "base-pool-run|true|$tmp/base/pool-run --store $store --owner $owner --ttl 1 --kind bench-run -- true"
+	fi
+	if [ "${BENCH_CGO:-0}" = 1 ]; then
+		echo "cgo-acquire|$prep_acquire|$tmp/cgo/lease $acquire_args"
+		echo "cgo-release|$prep_release|$tmp/cgo/lease $release_args"
+	fi
+} >"$tmp/commands"
+
+# Check that each prepared run does what it claims before timing it:
+# acquire must acquire, release must release (a release of a free kind
+# also exits 0, as "not_held", and would time the wrong path), pool-run
+# must run its command. The same checks hold for every build.
+while IFS='|' read -r name prep cmd; do
+	$prep
+	out=$($cmd 2>&1) || die "$name failed: $out"
+	case "$name" in
+	*acquire) want='"code":"acquired"' ;;
+	*release) want='"code":"released"' ;;
+	*status) want='"state":"free"' ;;
+	*pool) want='"ok":true' ;;
+	*pool-run) want='exit 0' ;;
+	*) want= ;;
+	esac
+	case "$out" in
+	*"$want"*) ;;
+	*) die "$name: expected $want, got: $out" ;;
+	esac
+done <"$tmp/commands"
+
+python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" <<'EOF'
+import json, statistics, subprocess, sys
+spec, rounds, runs, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cmds = [line.rstrip("\n").split("|", 2) for line in open(spec) if line.strip()]
+times = {name: [] for name, _, _ in cmds}
+per_round = []
+for r in range(rounds):
+    order = cmds if r % 2 == 0 else cmds[::-1]  # no command always first
+    args = ["hyperfine", "-N", "--warmup", "5", "--runs", str(runs), "--export-json", f"{tmp}/round.json"]
+    for name, prep, cmd in order:
+        args += ["-n", name, "-p", prep, cmd]
+    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:  # its warnings about outliers are noise here
+        sys.exit(f"bench/cost.sh: hyperfine failed:\n{run.stderr}")
+    res = {x["command"]: x["times"] for x in json.load(open(f"{tmp}/round.json"))["results"]}
+    for name in res:
+        times[name] += res[name]
+    per_round.append({k: statistics.median(v) for k, v in res.items()})
+    print(f"round {r + 1}/{rounds}: (acquire + release) / (2 x flock) = "
+          f"{(per_round[-1]['acquire'] + per_round[-1]['release']) / (2 * per_round[-1]['flock']):.2f}", flush=True)
+
+def pct(t, p):
+    t = sorted(t)
+    return t[min(len(t) - 1, int(p * len(t)))]
+
+med = {k: statistics.median(v) for k, v in times.items()}
+flock = med["flock"]
+print()
+print(f"{'command':<13} {'median':>8} {'p10':>8} {'p90':>8} {'runs':>5}  median / flock")
+for name, _, _ in cmds:
+    t = times[name]
+    print(f"{name:<13} {med[name]*1e3:>6.2f}ms {pct(t, .1)*1e3:>6.2f}ms {pct(t, .9)*1e3:>6.2f}ms {len(t):>5}  {med[name]/flock:.2f}x")
+print()
+def per_op(prefix):
+    q = (med[prefix + "acquire"] + med[prefix + "release"]) / (2 * flock)
+    qs = [(m[prefix + "acquire"] + m[prefix + "release"]) / (2 * m["flock"]) for m in per_round]
+    return q, min(qs), max(qs)
+for prefix, label in [("", "this build"), ("base-", "base"), ("cgo-", "cgo build")]:
+    if prefix + "acquire" in med:
+        q, lo, hi = per_op(prefix)
+        verdict = "" if prefix else f"  (target <= 1.2: {'met' if q <= 1.2 else 'MISSED'})"
+        print(f"per operation, {label}: (acquire + release) / (2 x flock) = {q:.2f} "
+              f"(rounds {lo:.2f} to {hi:.2f}){verdict}")
+EOF
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the end"
+
+# Nothing may be left behind but the records, the lock file and the
+# fence counters.
+leftovers=$(find "$store" -mindepth 1 -name '.guard*' -o -mindepth 1 -name '.tmp*' | head -5)
+[ -z "$leftovers" ] || die "guard or temporary files left in the store: $leftovers"

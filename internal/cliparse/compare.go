@@ -1,0 +1,180 @@
+package cliparse
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+
+	"github.com/alecthomas/kong"
+)
+
+// CompareWithKong is for each CLI's tests of its own grammar: it parses
+// args into one new grammar the quick way and into another with kong, and
+// returns an error when the quick way accepted args but kong refused them
+// or read them differently. accepted says whether the quick way took
+// them; when it did not, kong's answer is the only one and nothing is
+// compared. Both read the process environment.
+func CompareWithKong(newGrammar func() any, vars kong.Vars, args []string) (accepted bool, err error) {
+	quickGrammar := newGrammar()
+	cmd, ok := quick(quickGrammar, args)
+	if !ok {
+		return false, nil
+	}
+	kongGrammar := newGrammar()
+	want, exited, _, err := parseWithKong(kongGrammar, "test", "", vars, args, io.Discard, io.Discard)
+	if err != nil || exited {
+		return true, fmt.Errorf("quick accepted %q, kong refused it (exit request %v): %v", args, exited, err)
+	}
+	if cmd.Name != want.Name {
+		return true, fmt.Errorf("%q: quick selected verb %q, kong %q", args, cmd.Name, want.Name)
+	}
+	// quick leaves the verbs that were not selected zero.
+	var root node
+	root.read(reflect.TypeOf(kongGrammar).Elem(), nil)
+	for _, v := range root.verbs {
+		if v.name != want.Name {
+			f := reflect.ValueOf(kongGrammar).Elem().FieldByIndex(v.index)
+			f.Set(reflect.Zero(f.Type()))
+		}
+	}
+	if !same(reflect.ValueOf(quickGrammar), reflect.ValueOf(kongGrammar)) {
+		return true, fmt.Errorf("%q: quick read %+v, kong %+v", args, quickGrammar, kongGrammar)
+	}
+	return true, nil
+}
+
+// same is reflect.DeepEqual for the kinds a grammar quick accepts holds,
+// except that floats are compared bit for bit, so NaN is the same as NaN.
+func same(a, b reflect.Value) bool {
+	if a.Type() != b.Type() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return same(a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !same(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !same(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	}
+	return false // no other kind is in a grammar quick accepts
+}
+
+// Samples returns command lines that give every flag of every verb quick
+// can read, and every root flag (before the verb and after it), a value
+// of its type, once as --name value and once as --name=value. With
+// CompareWithKong and Variants they check a grammar flag by flag.
+func Samples(grammar any) [][]string {
+	var root node
+	if !root.read(reflect.TypeOf(grammar).Elem(), nil) {
+		return nil
+	}
+	var out [][]string
+	for _, inline := range []bool{false, true} {
+		if len(root.verbs) == 0 {
+			line := sampleFlags(root.flags, inline)
+			if root.arg != nil {
+				line = append(line, "--", "true", "--flag")
+			}
+			out = append(out, line)
+			continue
+		}
+		for _, v := range root.verbs {
+			var sub node
+			if !sub.read(v.typ, v.index) {
+				continue
+			}
+			half := len(root.flags) / 2
+			line := sampleFlags(root.flags[:half], inline)
+			line = append(line, v.name)
+			line = append(line, sampleFlags(sub.flags, inline)...)
+			line = append(line, sampleFlags(root.flags[half:], inline)...)
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// sampleFlags gives each flag a value of its type.
+func sampleFlags(flags []flag, inline bool) []string {
+	var out []string
+	for _, f := range flags {
+		t := f.typ
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		var v string
+		switch {
+		case t == boolType:
+			out = append(out, "--"+f.name)
+			continue
+		case t == durationType:
+			v = "1m30s"
+		case t.Kind() == reflect.Int64:
+			v = "42"
+		case t.Kind() == reflect.Float64:
+			v = "0.5"
+		default:
+			v = "x-" + f.name
+		}
+		if inline {
+			out = append(out, "--"+f.name+"="+v)
+		} else {
+			out = append(out, "--"+f.name, v)
+		}
+	}
+	return out
+}
+
+// trickyWords are values and words on which a parser that is not kong
+// would read something kong does not.
+var trickyWords = []string{"", "-", "--", "-h", "--help", "-1", "=", "a=b", "0x1f", "0o17", "1_000", "1e999", "NaN", "-Inf", "1.5", "90", "1h", "ü", "\xff", "help", "--x=", "--no-wait"}
+
+// Variants returns command lines near args: each word dropped, doubled,
+// swapped with the next, or replaced by a tricky word, and each
+// "--name value" pair joined as --name=value.
+func Variants(args []string) [][]string {
+	var out [][]string
+	edit := func(f func(w []string) []string) {
+		out = append(out, f(append([]string(nil), args...)))
+	}
+	for i := range args {
+		edit(func(w []string) []string { return append(w[:i], w[i+1:]...) })
+		edit(func(w []string) []string { return append(w[:i+1], w[i:]...) })
+		if i+1 < len(args) {
+			edit(func(w []string) []string { w[i], w[i+1] = w[i+1], w[i]; return w })
+			if len(args[i]) > 2 && args[i][:2] == "--" {
+				edit(func(w []string) []string { w[i] += "=" + w[i+1]; return append(w[:i+1], w[i+2:]...) })
+			}
+		}
+		for _, t := range trickyWords {
+			edit(func(w []string) []string { w[i] = t; return w })
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+// Package outcome is how a call of a durable-lease CLI ends: exactly one
+// JSON object on stdout, a code word and an exit status. It knows the
+// errors of the command line and of package lease; package jsonout adds
+// those of package pool. The lease CLI meets no pool errors and uses
+// outcome alone, so its binary does not link (or initialise) the pool and
+// its shell interpreter.
+package outcome
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// Exit statuses shared by every CLI of the project.
+const (
+	// ExitOK is success; a status query always exits with it.
+	ExitOK = 0
+	// ExitRefused is an operational refusal: held, expired, not owner,
+	// timed out, saturated.
+	ExitRefused = 1
+	// ExitUsage is a usage or validation error; nothing was changed.
+	ExitUsage = 2
+	// ExitInternal is an unexpected failure (I/O, a stuck guard).
+	ExitInternal = 3
+)
+
+// Failure is the common part of every ok:false object.
+type Failure struct {
+	OK    bool   `json:"ok"`
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// Write prints v as one JSON object and a newline, indented when pretty.
+// HTML characters are not escaped, so payloads read back as written.
+func Write(w io.Writer, v any, pretty bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if pretty {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
+// Classify maps the errors of the command line and of package lease,
+// signals and the rest to a stable code word and an exit status.
+// jsonout.Classify checks the errors of package pool first and falls back
+// to it; with each CLI's own checks they are the only place a code or an
+// exit status is decided.
+func Classify(err error) (code string, exit int) {
+	switch {
+	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
+		return "usage", ExitUsage
+	case errors.Is(err, lease.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "timeout", ExitRefused // before held: a wait that ended matches both
+	case errors.Is(err, lease.ErrHeld):
+		return "held", ExitRefused
+	case errors.Is(err, lease.ErrNotHeld):
+		return "not_held", ExitRefused
+	case errors.Is(err, lease.ErrExpired):
+		return "expired", ExitRefused
+	case errors.Is(err, lease.ErrTokenMismatch):
+		return "token_mismatch", ExitRefused // before not_owner, which it also matches
+	case errors.Is(err, lease.ErrNotOwner):
+		return "not_owner", ExitRefused
+	case errors.Is(err, lease.ErrNotDead):
+		return "not_dead", ExitRefused
+	case errors.Is(err, context.Canceled):
+		return "interrupted", ExitRefused
+	case errors.Is(err, lease.ErrGuardBusy):
+		return "guard_busy", ExitInternal
+	}
+	return "internal", ExitInternal
+}
+
+// Describe is err's text for people: a cancellation, which the CLIs only
+// get from a signal, says so instead of "context canceled".
+func Describe(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted by a signal before it finished"
+	}
+	return err.Error()
+}

@@ -1,0 +1,56 @@
+package poolruncli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+)
+
+// hotLines are the command lines a fresh process must read without
+// building kong's model (see docs/PERFORMANCE.md).
+var hotLines = [][]string{
+	{"--store", "/s", "--owner", "bench", "--ttl", "1", "--kind", "k", "--", "true"},
+	{"--pool", "pool.json", "--wait-ms", "60000", "--", "npm", "run", "test:e2e"},
+	{"--kind", "merge-baton", "--owner", "me", "--", "git", "merge", "--ff-only", "topic"},
+	{"--gate", "gate.yaml", "--summary-json", "out.json"},
+	{"--kind", "k", "--heartbeat", "30s", "--kill-grace=5s", "--no-pty", "true", "--kind", "x"},
+}
+
+func newGrammar() any { return new(cli) }
+
+// Every command line quick accepts, kong reads the same way: every flag,
+// and many near misses.
+func TestQuickParseIsKongParse(t *testing.T) {
+	samples := cliparse.Samples(new(cli))
+	if len(samples) != 2 {
+		t.Fatalf("quick does not read pool-run's grammar: %q", samples)
+	}
+	for _, args := range append(samples, hotLines...) {
+		accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !accepted {
+			t.Errorf("%q is not read the quick way", args)
+		}
+		for _, v := range cliparse.Variants(args) {
+			if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func FuzzQuickParse(f *testing.F) {
+	for _, args := range append(cliparse.Samples(new(cli)), hotLines...) {
+		f.Add(strings.Join(args, "\n"))
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, strings.Split(input, "\n")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

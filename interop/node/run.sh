@@ -36,6 +36,14 @@ suite=${DL_NODE_SUITE:-}
 if [ -z "$suite" ] && [ -d "$root/../shared/reference/node" ]; then
   suite="$root/../shared/reference/node"
 fi
+# A clone made from a local checkout (CI clones main that way) also looks
+# beside the checkout it came from.
+if [ -z "$suite" ]; then
+  origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
+  case $origin in
+  /*) [ -d "$origin/../shared/reference/node" ] && suite="$origin/../shared/reference/node" ;;
+  esac
+fi
 [ -n "$suite" ] || missing "no Node suite: neither ../shared/reference/node nor DL_NODE_SUITE"
 if [ -f "$suite/durable-lease.test.mjs" ]; then
   leasedir=$suite

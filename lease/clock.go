@@ -110,7 +110,7 @@ func (r *Record) Judge(now time.Time, boot *BootStamp) Liveness {
 	if float64(-wallAge) > float64(MaxFuture(r.TTL()).Milliseconds()) {
 		return Liveness{ExpiresAt: now, Rule: RuleFuture}
 	}
-	return Liveness{Live: float64(wallAge) <= ttlMs, ExpiresAt: r.ExpiresAt(), Rule: RuleWall}
+	return Liveness{Live: float64(wallAge) <= ttlMs, ExpiresAt: r.Heartbeat.Add(r.TTL()), Rule: RuleWall}
 }
 
 // msDuration converts float milliseconds to a Duration, saturating.

@@ -33,6 +33,9 @@ var (
 	// ErrGuardBusy reports that the per-kind critical section stayed occupied
 	// by a live process for longer than the guard wait bound.
 	ErrGuardBusy = errors.New("lease: guard busy")
+	// ErrUnavailable reports a store that did not answer in time (a
+	// cluster that cannot be reached): nothing is known to have changed.
+	ErrUnavailable = errors.New("lease: store unavailable")
 )
 
 // HeldError carries the live record that refused an acquisition. It matches

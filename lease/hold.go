@@ -208,7 +208,7 @@ func (h *Hold) loop(ctx context.Context) {
 		case <-h.stop:
 			return
 		case <-expiry.C:
-			h.lose(fmt.Errorf("%w: %s expired at %s before a heartbeat reached it", ErrExpired, h.kind, FormatTime(h.Record().Seen.ExpiresAt)))
+			h.lose(fmt.Errorf("%w: %s expires at %s and no heartbeat was confirmed in time", ErrExpired, h.kind, FormatTime(h.Record().Seen.ExpiresAt)))
 			return
 		case <-beat.C:
 		}
@@ -237,9 +237,17 @@ func (h *Hold) loop(ctx context.Context) {
 	}
 }
 
-// untilExpiry is the time left before the last confirmed record lapses.
+// untilExpiry is the time left before the last confirmed record lapses,
+// less the backend's safety margin ([ExpiryMarginer]): a holder that
+// cannot confirm a renewal gives up before anyone else can be granted
+// the lease.
 func (h *Hold) untilExpiry() time.Duration {
-	return max(h.Record().Seen.ExpiresAt.Sub(h.store.Now()), 0)
+	rec := h.Record()
+	left := rec.Seen.ExpiresAt.Sub(h.store.Now())
+	if m, ok := h.store.b.(ExpiryMarginer); ok {
+		left -= m.ExpiryMargin(rec.TTL())
+	}
+	return max(left, 0)
 }
 
 func (h *Hold) lose(cause error) {

@@ -98,11 +98,15 @@ func (r *Record) TTL() time.Duration {
 	return math.MaxInt64
 }
 
-// ExpiresAt is the instant after which the record is expired. It is the zero
-// time for a corrupt record.
+// ExpiresAt is the instant after which the record is expired: the
+// backend's judgement ([Record.Seen]) when the record came from one, else
+// its heartbeat plus its TTL. It is the zero time for a corrupt record.
 func (r *Record) ExpiresAt() time.Time {
 	if r.Corrupt {
 		return time.Time{}
+	}
+	if !r.Seen.ExpiresAt.IsZero() {
+		return r.Seen.ExpiresAt // the backend's judgement, on its clock
 	}
 	return r.Heartbeat.Add(r.TTL())
 }

@@ -61,6 +61,18 @@ func applyOptions(opts []Option) (options, error) {
 // Dir is the store's directory ("" for a backend that is not a directory).
 func (s *Store) Dir() string { return s.dir }
 
+// Where names the store for people: its directory, or what the backend
+// calls itself (a store URL).
+func (s *Store) Where() string {
+	if s.dir != "" {
+		return s.dir
+	}
+	if n, ok := s.b.(fmt.Stringer); ok {
+		return n.String()
+	}
+	return ""
+}
+
 // OwnerPattern is the store's owner fence.
 func (s *Store) OwnerPattern() *OwnerFence { return s.opts.owners }
 
@@ -180,6 +192,7 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 		now, boot := s.instant()
 		next := *cur
 		next.Extra = maps.Clone(cur.Extra)
+		next.Seen = Liveness{} // the backend judges what it stores
 		next.stamp(now, boot)
 		return Change{Op: OpRenew, Record: &next}, nil
 	})

@@ -1,0 +1,77 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/etcdstore"
+	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
+)
+
+// TestLeaderStopped: on a three-member cluster, stopping the leader while
+// a lease is held costs the holder nothing: its renewals go on through
+// the election, its fence stays, and another client is still refused.
+func TestLeaderStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member cluster")
+	}
+	c := etcdtest.StartCluster(t, 3)
+	holder := open(t, c, etcdstore.Options{})
+	other := open(t, c, etcdstore.Options{})
+	ctx := context.Background()
+	// Three seconds: several renewal intervals, and longer than an
+	// election with the test timing (500 ms election timeout).
+	const ttl = 3.0 / 60
+	rec, err := acquire(ctx, holder, "baton", "holder", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.Leader()
+	stopped := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		c.Members[leader].Stop()
+		stopped <- time.Now()
+	}()
+	// Renew every 300 ms until a TTL and more has passed since the stop.
+	var stopAt time.Time
+	renewals, slowest := 0, time.Duration(0)
+	for stopAt.IsZero() || time.Since(stopAt) < 4*time.Second {
+		select {
+		case stopAt = <-stopped:
+		default:
+		}
+		start := time.Now()
+		got, err := renew(ctx, holder, "baton", rec.Token)
+		if err != nil {
+			t.Fatalf("renewal %d (%s after the stop): %v", renewals, sinceOrZero(stopAt), err)
+		}
+		slowest = max(slowest, time.Since(start))
+		if got.Fence != rec.Fence || !got.Seen.Live {
+			t.Fatalf("renewal %d: fence %d live %v; want %d, live", renewals, got.Fence, got.Seen.Live, rec.Fence)
+		}
+		renewals++
+		time.Sleep(300 * time.Millisecond)
+	}
+	newLeader := c.Leader()
+	if newLeader == leader {
+		t.Fatalf("leader is still member %d", leader)
+	}
+	if _, err := acquire(ctx, other, "baton", "other", ttl); !errors.Is(err, errHeld) {
+		t.Errorf("another client's acquire = %v; want held", err)
+	}
+	got, err := other.Read(ctx, "baton")
+	if err != nil || got.Token != rec.Token || got.Fence != rec.Fence || !got.Seen.Live {
+		t.Errorf("Read from another client = %+v, %v; want the holder's live record", got, err)
+	}
+	t.Logf("leader m%d stopped, m%d elected; %d renewals, slowest %s", leader, newLeader, renewals, slowest.Round(time.Millisecond))
+}
+
+func sinceOrZero(t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return time.Since(t).Round(time.Millisecond)
+}

@@ -1,0 +1,283 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrUnreachable reports that the cluster did not answer in time: no
+// endpoint accepted a connection, or none answered a request within the
+// bound that applies ([Options.DialTimeout] for [Open],
+// [Options.RequestTimeout] for each request after it).
+var ErrUnreachable = fmt.Errorf("%w: etcd cluster unreachable", lease.ErrUnavailable)
+
+// DefaultDialTimeout bounds [Open]: connecting, authenticating and one
+// linearizable read must be done by then. Five seconds covers a leader
+// election with etcd's default timing (1 s election timeout) several times
+// over, and is short enough for a CLI to report a wrong URL promptly.
+const DefaultDialTimeout = 5 * time.Second
+
+// DefaultRequestTimeout bounds each request after [Open] (a read, a grant,
+// a keep-alive, a transaction), whatever the caller's context allows, so
+// a cluster lost mid-way is an error, never a hang. An [Backend.Update]
+// makes a few requests, each under this bound.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Options configure the connection. The zero value is a plain-text,
+// unauthenticated connection with the default timeouts.
+type Options struct {
+	// CACert is a PEM file of the certificate authorities that sign the
+	// servers' certificates; setting it (or Cert) turns TLS on.
+	CACert string
+	// Cert and Key are a PEM client certificate and its key, for clusters
+	// that authenticate clients by certificate. Both or neither.
+	Cert, Key string
+	// User and Password log in to a cluster with authentication enabled.
+	// Both or neither. Neither appears in an error.
+	User, Password string
+	// DialTimeout bounds Open; 0 means [DefaultDialTimeout].
+	DialTimeout time.Duration
+	// RequestTimeout bounds each later request; 0 means
+	// [DefaultRequestTimeout].
+	RequestTimeout time.Duration
+	// Clock is the wall clock for the times written into records
+	// (heartbeat, acquiredAt); nil means time.Now. Liveness never depends
+	// on it: the cluster decides.
+	Clock func() time.Time
+}
+
+// Environment variables read by [OptionsFromEnv].
+const (
+	EnvCACert   = "LEASE_ETCD_CACERT"
+	EnvCert     = "LEASE_ETCD_CERT"
+	EnvKey      = "LEASE_ETCD_KEY"
+	EnvUser     = "LEASE_ETCD_USER"
+	EnvPassword = "LEASE_ETCD_PASSWORD"
+)
+
+// OptionsFromEnv returns the TLS and authentication options named by the
+// LEASE_ETCD_* variables, read with getenv (os.Getenv, or a test's map).
+func OptionsFromEnv(getenv func(string) string) Options {
+	return Options{
+		CACert: getenv(EnvCACert), Cert: getenv(EnvCert), Key: getenv(EnvKey),
+		User: getenv(EnvUser), Password: getenv(EnvPassword),
+	}
+}
+
+// Backend is a lease store on etcd: a [lease.Backend] and a
+// [lease.Watcher]. It is safe for concurrent use. Close it when done.
+type Backend struct {
+	cli  *clientv3.Client
+	loc  Location
+	opts Options
+}
+
+// Open parses url ([ParseURL]) and connects to the cluster. It returns
+// once the cluster has answered one linearizable read of the prefix (so
+// the endpoints, the credentials and the permissions on the prefix are
+// good), or an error: [ErrUnreachable] when no answer came within
+// [Options.DialTimeout], ctx's error when ctx ended first.
+func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
+	loc, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	return OpenLocation(ctx, loc, opts)
+}
+
+// OpenLocation is [Open] with a parsed location.
+func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, error) {
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if (opts.User == "") != (opts.Password == "") {
+		return nil, fmt.Errorf("etcdstore: %s: a user needs a password and a password a user", loc)
+	}
+	tlsConfig, err := opts.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: %s: %w", loc, err)
+	}
+	deadline := time.Now().Add(opts.DialTimeout)
+	cfg := clientv3.Config{
+		Endpoints:   loc.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		// Probe an idle connection, so a watch on a dead one is noticed.
+		// etcd refuses pings more often than every 5 s.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		TLS:                  tlsConfig,
+		Username:             opts.User,
+		Password:             opts.Password,
+		// The client logs retries to stderr, which is for people here.
+		Logger: zap.NewNop(),
+	}
+	type dialed struct {
+		cli *clientv3.Client
+		err error
+	}
+	// clientv3.New takes no context (with credentials it authenticates
+	// within DialTimeout): run it beside ctx.
+	done := make(chan dialed, 1)
+	go func() {
+		cli, err := clientv3.New(cfg)
+		done <- dialed{cli, err}
+	}()
+	var d dialed
+	select {
+	case d = <-done:
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.cli != nil {
+				d.cli.Close()
+			}
+		}()
+		return nil, fmt.Errorf("etcdstore: %s: %w", loc, ctx.Err())
+	}
+	if d.err != nil {
+		return nil, dialError(ctx, loc, opts.DialTimeout, d.err)
+	}
+	b := &Backend{cli: d.cli, loc: loc, opts: opts}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := b.probe(rctx); err != nil {
+		d.cli.Close()
+		return nil, dialError(ctx, loc, opts.DialTimeout, err)
+	}
+	return b, nil
+}
+
+// probe makes the first read, a count of the keys under the prefix, until
+// it is answered or ctx ends. It fails fast while no endpoint can be
+// reached and tries again, so that an error can say why (connection
+// refused, a certificate refused, no leader) instead of only that time ran
+// out.
+func (b *Backend) probe(ctx context.Context) error {
+	kv := pb.NewKVClient(b.cli.ActiveConnection())
+	p := b.loc.Prefix + "/"
+	req := &pb.RangeRequest{Key: []byte(p), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(p)), CountOnly: true}
+	for {
+		_, err := kv.Range(ctx, req, grpc.WaitForReady(false))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+			return rpctypes.Error(err)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &unavailable{rpctypes.Error(err)}
+		case <-t.C:
+		}
+	}
+}
+
+// unavailable is the last error seen when time ran out.
+type unavailable struct{ last error }
+
+func (u *unavailable) Error() string { return u.last.Error() }
+
+func dialError(ctx context.Context, loc Location, bound time.Duration, err error) error {
+	var u *unavailable
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("etcdstore: %s: %w", loc, ctx.Err())
+	case errors.As(err, &u):
+		return fmt.Errorf("%w: %s: no answer within %s: %v", ErrUnreachable, loc, bound, u.last)
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %s: no answer within %s: %v", ErrUnreachable, loc, bound, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w", loc, err)
+}
+
+func (o Options) tlsConfig() (*tls.Config, error) {
+	if o.CACert == "" && o.Cert == "" && o.Key == "" {
+		return nil, nil
+	}
+	if (o.Cert == "") != (o.Key == "") {
+		return nil, errors.New("a client certificate needs its key and a key its certificate")
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CACert != "" {
+		pem, err := os.ReadFile(o.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("CA certificate: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in it", o.CACert)
+		}
+	}
+	if o.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(o.Cert, o.Key)
+		if err != nil {
+			// The error names the files, never their contents.
+			return nil, fmt.Errorf("client certificate %s and key %s: %w", o.Cert, o.Key, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// Close ends the connection. Leases held through it are not released:
+// they expire on the cluster at their TTL unless renewed through another.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// Location is where the store is.
+func (b *Backend) Location() Location { return b.loc }
+
+// Now is the clock for the times written into records ([Options.Clock]).
+func (b *Backend) Now() time.Time {
+	if b.opts.Clock != nil {
+		return b.opts.Clock()
+	}
+	return time.Now()
+}
+
+// request runs one request under [Options.RequestTimeout] and ctx, and
+// says which ended it when one did.
+func (b *Backend) request(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
+	err := f(rctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
+	case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s: %s: no answer within %s: %v", ErrUnreachable, b.loc, what, b.opts.RequestTimeout, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w", what, err)
+}
+
+// String names the store: its URL.
+func (b *Backend) String() string { return b.loc.String() }
+
+// ExpiryMargin implements [lease.ExpiryMarginer]: a holder declares its
+// lease lost a quarter of the TTL (at least a second) before the expiry it
+// last had confirmed, since the cluster, not the holder, decides when the
+// lease lapses and may grant it to another client at that moment. A
+// holder cut off from the cluster thus stops its work while the lease is
+// still its own on the server.
+func (b *Backend) ExpiryMargin(ttl time.Duration) time.Duration {
+	return max(ttl/4, time.Second)
+}

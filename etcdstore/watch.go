@@ -1,0 +1,103 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Watch implements [lease.Watcher]: the channel gets a value when one of
+// kind's keys is deleted (a release, a reap, a forced release, or the
+// cluster revoking the etcd lease at expiry, which deletes the liveness
+// key), and after the watch had to be re-established (an event may have
+// been missed). Puts are filtered out on the server: a record written is
+// a lease taken or renewed, which frees nothing, and waking every waiter
+// at each renewal would make a herd. Watch returns once the cluster has
+// confirmed the watch, so a release after it returns is never missed; the
+// channel is never closed, and the watch ends with ctx.
+func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	wake := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	wch, stop, last, err := b.watch(ctx, kind, 0)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			for resp := range wch {
+				if resp.Err() != nil || resp.Canceled {
+					break
+				}
+				for _, ev := range resp.Events {
+					last = max(last, ev.Kv.ModRevision)
+				}
+				if len(resp.Events) > 0 {
+					signal()
+				}
+			}
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+			// The watch ended without ctx (compaction, leader loss, a
+			// cancel by the server): something may have been missed.
+			signal()
+			for {
+				var err error
+				if wch, stop, last, err = b.watch(ctx, kind, last+1); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(b.opts.RequestTimeout / 10):
+				}
+				last = 0 // perhaps compacted past it: watch from now on
+			}
+		}
+	}()
+	return wake, nil
+}
+
+// watch starts a watch of kind's deletions from revision rev (0: now) and
+// waits for the cluster to confirm it, within the request bound. It
+// returns the revision the watch starts after, and the function that ends
+// the watch.
+func (b *Backend) watch(ctx context.Context, kind string, rev int64) (_ clientv3.WatchChan, _ context.CancelFunc, _ int64, err error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	// The client's Watch itself blocks while no endpoint answers: the
+	// timer ends it by cancelling.
+	timer := time.AfterFunc(b.opts.RequestTimeout, cancel)
+	// WithRequireLeader: a member cut off from the leader ends the watch
+	// instead of keeping it open and silent.
+	wch := b.cli.Watch(clientv3.WithRequireLeader(wctx), b.kindPrefix(kind), opts...)
+	resp, ok := <-wch
+	switch {
+	case !timer.Stop():
+		err = fmt.Errorf("%w: %s: watch %s: not confirmed within %s", ErrUnreachable, b.loc, kind, b.opts.RequestTimeout)
+	case !ok:
+		err = fmt.Errorf("etcdstore: watch %s: %w", kind, context.Cause(wctx))
+	case resp.Err() != nil:
+		err = fmt.Errorf("etcdstore: watch %s: %w", kind, resp.Err())
+	case rev > 0:
+		return wch, cancel, rev - 1, nil
+	default:
+		return wch, cancel, resp.Header.Revision, nil
+	}
+	cancel()
+	return nil, nil, 0, err
+}

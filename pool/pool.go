@@ -66,7 +66,7 @@ type commands struct {
 // disk; the pool's directory appears with its first write.
 func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	if store.Dir() == "" {
-		return nil, fmt.Errorf("%w: the pool needs a directory store", ErrConfig)
+		return nil, fmt.Errorf("%w: the pool needs a directory store: its queue, grants and log are files; %s is not one (pools on etcd are not supported yet)", ErrConfig, store.Where())
 	}
 	p := &Pool{
 		store: store, cfg: cfg, dir: filepath.Join(store.Dir(), cfg.Name),

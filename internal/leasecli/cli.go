@@ -11,6 +11,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/outcome"
+	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -93,10 +94,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
-	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), opts...)
+	store, closeStore, err := storeopen.OpenOrHandOff(ctx, lease.ResolveStore(c.Store, "", cwd), "lease", args, opts...)
 	if err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
+	defer closeStore()
 	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)

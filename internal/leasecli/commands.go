@@ -233,7 +233,7 @@ func (c *listCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	out := listOut{OK: true, Store: e.store.Dir(), Leases: make([]statusOut, 0, len(all))}
+	out := listOut{OK: true, Store: e.store.Where(), Leases: make([]statusOut, 0, len(all))}
 	for i := range all {
 		out.Leases = append(out.Leases, statusView(&all[i], e.reveal))
 	}
@@ -260,7 +260,7 @@ func (c *reconcileCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	out := reconcileOut{OK: true, Store: e.store.Dir(), Held: []statusOut{}, Reaped: []reapedOut{}, Foreign: []statusOut{}}
+	out := reconcileOut{OK: true, Store: e.store.Where(), Held: []statusOut{}, Reaped: []reapedOut{}, Foreign: []statusOut{}}
 	for i := range rep.Held {
 		out.Held = append(out.Held, statusView(&rep.Held[i], e.reveal))
 	}

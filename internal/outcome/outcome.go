@@ -74,6 +74,8 @@ func Classify(err error) (code string, exit int) {
 		return "interrupted", ExitRefused
 	case errors.Is(err, lease.ErrGuardBusy):
 		return "guard_busy", ExitInternal
+	case errors.Is(err, lease.ErrUnavailable):
+		return "unavailable", ExitInternal
 	}
 	return "internal", ExitInternal
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -75,6 +76,7 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	cwd    string
+	args   []string // the command line, for a hand-off to another executable
 }
 
 // open loads the pool file and opens the pool with the command's TTL and
@@ -103,10 +105,11 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 		return nil, cliparse.Usagef("%v", err)
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(e.g.OwnerPattern)}, clock...)
-	store, err := lease.Open(lease.ResolveStore(e.g.Store, "", e.cwd), opts...)
+	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, lease.ResolveStore(e.g.Store, "", e.cwd), "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}
+	_ = closeStore // the connection, if any, ends with the process
 	return pool.Open(store, cfg, pool.Options{
 		TTLMinutes: ttl, Poll: poll,
 		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,
@@ -148,7 +151,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
 	}
-	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd}
+	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
 		return fail(stdout, stderr, c.Pretty, shell, err)

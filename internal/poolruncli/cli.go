@@ -23,6 +23,7 @@ import (
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/runner"
@@ -116,7 +117,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "pool-run: working directory: %v\n", err)
 		return jsonout.ExitInternal
 	}
-	o, gate, err := c.options(cwd, stdio)
+	o, gate, err := c.options(cwd, args, stdio)
 	if err != nil {
 		code, exit := jsonout.Classify(err)
 		if exit == jsonout.ExitUsage || errors.Is(err, gates.ErrInvalid) {
@@ -192,7 +193,7 @@ func writeSummary(path string, r *runner.Result) error {
 }
 
 // options resolves the command line, the gate file and the environment.
-func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error) {
+func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *gates.Gate, error) {
 	var g *gates.Gate
 	if c.Gate != nil {
 		if len(c.Command) > 0 {
@@ -309,10 +310,11 @@ func (c *cli) options(cwd string, stdio IO) (*runner.Options, *gates.Gate, error
 		o.KillGrace = g.KillGrace
 	}
 
-	store, err := lease.Open(lease.ResolveStore(c.Store, "", cwd), lease.WithOwnerPattern(c.OwnerPattern))
+	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), lease.ResolveStore(c.Store, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
 		return nil, nil, err
 	}
+	_ = closeStore // the connection, if any, ends with the process
 	if err := store.CheckOwner(o.Owner); err != nil {
 		return nil, nil, err
 	}

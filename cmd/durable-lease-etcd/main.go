@@ -1,0 +1,57 @@
+// Command durable-lease-etcd runs the lease, pool and pool-run commands on
+// an etcd store. Users do not run it by name: lease, pool and pool-run hand
+// a command line whose store is an etcd:// URL to it (it must be installed
+// beside them or on PATH), so that the etcd client, and its start-up cost,
+// stays out of every directory-store call.
+//
+//	durable-lease-etcd lease|pool|pool-run ARGS...
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/durable-lease/durable-lease/etcdstore"
+	"github.com/durable-lease/durable-lease/internal/leasecli"
+	"github.com/durable-lease/durable-lease/internal/poolcli"
+	"github.com/durable-lease/durable-lease/internal/poolruncli"
+	"github.com/durable-lease/durable-lease/internal/storeopen"
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+func main() {
+	storeopen.Register(etcdstore.Scheme, func(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
+		b, err := etcdstore.Open(ctx, url, etcdstore.OptionsFromEnv(os.Getenv))
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := lease.New(b, opts...)
+		if err != nil {
+			b.Close()
+			return nil, nil, err
+		}
+		return s, b.Close, nil
+	})
+	if len(os.Args) < 2 {
+		fmt.Fprintf(os.Stderr, "usage: %s lease|pool|pool-run ARGS...\n(lease, pool and pool-run run it for etcd:// stores)\n", filepath.Base(os.Args[0]))
+		os.Exit(2)
+	}
+	cli, args := os.Args[1], os.Args[2:]
+	switch cli {
+	case "lease", "pool":
+		ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		if cli == "lease" {
+			os.Exit(leasecli.Main(ctx, args, os.Stdout, os.Stderr))
+		}
+		os.Exit(poolcli.Main(ctx, args, os.Stdout, os.Stderr))
+	case "pool-run":
+		os.Args = append([]string{"pool-run"}, args...)
+		os.Exit(poolruncli.Process())
+	}
+	fmt.Fprintf(os.Stderr, "%s: unknown command %q: want lease, pool or pool-run\n", filepath.Base(os.Args[0]), cli)
+	os.Exit(2)
+}

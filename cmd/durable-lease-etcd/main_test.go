@@ -1,0 +1,132 @@
+package main_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
+)
+
+// build compiles the named commands into dir.
+func build(t *testing.T, dir string, cmds ...string) {
+	t.Helper()
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, c := range cmds {
+		args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}
+
+type result struct {
+	code   int
+	out    map[string]any
+	stdout string
+	stderr string
+}
+
+func run(t *testing.T, env []string, bin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("%s: %v", bin, err)
+	}
+	_ = json.Unmarshal(stdout.Bytes(), &r.out)
+	return r
+}
+
+// TestCLIsHandEtcdStoresOff: lease and pool-run, given an etcd:// store,
+// hand the command line to durable-lease-etcd beside them, and the
+// leases live on the cluster; without that executable the URL is a usage
+// error; an unreachable cluster is exit 3 within the documented bound;
+// pools refuse a store that is not a directory.
+func TestCLIsHandEtcdStoresOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLIs and starts etcd")
+	}
+	bin := t.TempDir()
+	build(t, bin, "lease", "pool", "pool-run", "durable-lease-etcd")
+	c := etcdtest.Start(t)
+	url := c.URL("handoff")
+	lease := filepath.Join(bin, "lease")
+	noPath := []string{"PATH=/usr/bin:/bin"}
+
+	a := run(t, noPath, lease, "acquire", "--kind", "baton", "--owner", "agent-1", "--ttl", "1", "--store", url)
+	if a.code != 0 || a.out["fence"] == nil {
+		t.Fatalf("acquire on etcd: exit %d %s %s", a.code, a.stdout, a.stderr)
+	}
+	rec := a.out["record"].(map[string]any)
+	b := run(t, append(noPath, "LEASE_STORE="+url), lease, "acquire", "--kind", "baton", "--owner", "agent-2", "--ttl", "1")
+	if b.code != 1 || b.out["code"] != "held" || b.out["holder"] != "agent-1" {
+		t.Fatalf("second acquire: exit %d %s", b.code, b.stdout)
+	}
+	l := run(t, noPath, lease, "list", "--store", url)
+	if l.code != 0 || l.out["store"] != url {
+		t.Fatalf("list: exit %d %s", l.code, l.stdout)
+	}
+	r := run(t, noPath, lease, "release", "--kind", "baton", "--owner", "agent-1", "--token", rec["token"].(string), "--store", url)
+	if r.code != 0 || r.out["released"] != true {
+		t.Fatalf("release: exit %d %s", r.code, r.stdout)
+	}
+
+	// pool-run holds a baton on etcd for its command, with the fence.
+	pr := run(t, noPath, filepath.Join(bin, "pool-run"), "--kind", "deploy", "--owner", "agent-1", "--ttl", "1", "--store", url, "--", "sh", "-c", `echo "fence=$POOL_RUN_FENCE"`)
+	f, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(pr.stdout), "fence="))
+	if pr.code != 0 || err != nil || f <= 0 {
+		t.Fatalf("pool-run on etcd: exit %d %q %s", pr.code, pr.stdout, pr.stderr)
+	}
+
+	// Pools keep their state in a directory; on etcd they are refused.
+	poolFile := filepath.Join(t.TempDir(), "pool.json")
+	if err := os.WriteFile(poolFile, []byte(`{"name":"p","slots":[{"id":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := run(t, noPath, filepath.Join(bin, "pool"), "status", "--pool", poolFile, "--store", url)
+	if p.code != 2 || !strings.Contains(p.stdout, "directory store") {
+		t.Fatalf("pool on etcd: exit %d %s", p.code, p.stdout)
+	}
+
+	// Without durable-lease-etcd beside it or on PATH: a usage error.
+	alone := t.TempDir()
+	if err := os.Link(lease, filepath.Join(alone, "lease")); err != nil {
+		data, _ := os.ReadFile(lease)
+		_ = os.WriteFile(filepath.Join(alone, "lease"), data, 0o755)
+	}
+	u := run(t, noPath, filepath.Join(alone, "lease"), "status", "--kind", "baton", "--store", url)
+	if u.code != 2 || u.out["code"] != "usage" || !strings.Contains(u.stdout, "durable-lease-etcd") {
+		t.Fatalf("without the helper: exit %d %s", u.code, u.stdout)
+	}
+
+	// An unreachable cluster: exit 3, code unavailable, within the bound.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	d := run(t, noPath, lease, "status", "--kind", "baton", "--store", "etcd://"+dead+"/x")
+	if d.code != 3 || d.out["code"] != "unavailable" || time.Since(start) > 15*time.Second {
+		t.Fatalf("unreachable: exit %d after %v: %s", d.code, time.Since(start), d.stdout)
+	}
+}

@@ -42,6 +42,9 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v pre-commit >/dev/null 2>&1 || missing+=(pre-commit)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The distribution's etcd, to prove the client works with it (etcdstore's
+# tests run against it with ETCDTEST_BINARY; go test itself embeds etcd).
+[ -x /usr/bin/etcd ] || missing+=(etcd-server)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -67,7 +67,7 @@ func TestStoreOnEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWake(t, wake, 10*time.Second, "the waiter's etcd lease's TTL")
-	st, err := s.Status("baton")
+	st, err := s.Status(context.Background(), "baton")
 	if err != nil || st.State != lease.Unknown {
 		t.Fatalf("status after expiry = %+v, %v; want unknown", st, err)
 	}

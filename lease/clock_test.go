@@ -160,7 +160,7 @@ func TestClockStepsThroughTheStore(t *testing.T) {
 	if _, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1}); !isHeld(err) {
 		t.Fatalf("bob after a forward step: %v, want held", err)
 	}
-	st, _ := s.Status("k")
+	st, _ := s.Status(context.Background(), "k")
 	if st.State != Held || st.Rule != RuleBoot || st.Remaining != 50*time.Second {
 		t.Fatalf("status after forward step: %s rule %s remaining %v", st.State, st.Rule, st.Remaining)
 	}
@@ -223,7 +223,7 @@ func TestDeepRecordJudgedAsNode(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Status("deep")
+	st, err := s.Status(context.Background(), "deep")
 	if err != nil || st.State != Held || st.Record.Corrupt || st.Record.Owner != "node-agent" {
 		t.Fatalf("status of a deep record: %v %+v", err, st)
 	}

@@ -32,7 +32,7 @@ func TestFenceGrows(t *testing.T) {
 	if err != nil || hb.Fence != a.Fence {
 		t.Fatalf("heartbeat: %v, fence %d, want %d", err, hb.Fence, a.Fence)
 	}
-	if st, _ := s.Status("k"); st.Record.Fence != a.Fence {
+	if st, _ := s.Status(context.Background(), "k"); st.Record.Fence != a.Fence {
 		t.Fatalf("status fence %d, want %d", st.Record.Fence, a.Fence)
 	}
 	if _, err := s.Release(ctx, "k", "alice", a.Token); err != nil {
@@ -72,7 +72,7 @@ func TestFenceAcrossAnotherWriter(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.Dir(), "k.json"), []byte(node), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := s.Status("k")
+	st, _ := s.Status(context.Background(), "k")
 	if st.State != Held || st.Record.Fence != 0 {
 		t.Fatalf("the Node tool's record: state %s fence %d, want held and no fence", st.State, st.Record.Fence)
 	}

@@ -70,7 +70,7 @@ func TestHoldKeepsTheLeaseAlive(t *testing.T) {
 		t.Errorf("default interval = %s, want TTL/8 = 37.5ms", h.Interval())
 	}
 	time.Sleep(1 * time.Second) // more than three TTLs
-	st, err := s.Status("k")
+	st, err := s.Status(context.Background(), "k")
 	if err != nil || st.State != Held || st.Record.Token != rec.Token {
 		t.Fatalf("after three TTLs under a hold: %+v, %v; want held with the same token", st, err)
 	}
@@ -110,7 +110,7 @@ func TestHoldReportsDefiniteLoss(t *testing.T) {
 				t.Errorf("Release after a loss = %v, want the loss", rerr)
 			}
 			if tt.want == ErrNotOwner {
-				if st, _ := s.Status("k"); st.State != Held || st.Record.Owner != "thief" {
+				if st, _ := s.Status(context.Background(), "k"); st.State != Held || st.Record.Owner != "thief" {
 					t.Errorf("release after loss touched the successor: %+v", st)
 				}
 			}
@@ -173,7 +173,7 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("release ran %d times, want 1", n)
 	}
-	if st, _ := s.Status("k"); st.State != Free {
+	if st, _ := s.Status(context.Background(), "k"); st.State != Free {
 		t.Errorf("after Release: %s, want free", st.State)
 	}
 	select {
@@ -191,7 +191,7 @@ func TestHoldStopLeavesTheLease(t *testing.T) {
 	h.Stop() // idempotent
 	beat := h.Record().Heartbeat
 	time.Sleep(50 * time.Millisecond)
-	st, _ := s.Status("k")
+	st, _ := s.Status(context.Background(), "k")
 	if st.State != Held || !st.Record.Heartbeat.Equal(beat) {
 		t.Errorf("after Stop: %s beat %s, want held and no more beats after %s", st.State, st.Record.Heartbeat, beat)
 	}

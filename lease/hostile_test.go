@@ -68,11 +68,11 @@ func TestHostileRecordFiles(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				st, err := s.Status("k")
+				st, err := s.Status(context.Background(), "k")
 				if err != nil || st.State != Unknown {
 					t.Errorf("status of a planted %s: %+v, %v; want unknown", tt.name, st, err)
 				}
-				all, err := s.List()
+				all, err := s.List(context.Background())
 				if err != nil || len(all) < 1 {
 					t.Errorf("list with a planted %s: %v, %v; want the store listed", tt.name, all, err)
 				}
@@ -215,7 +215,7 @@ func TestListSurvivesAnUnreadableEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := s2.List()
+	all, err := s2.List(context.Background())
 	if err != nil || len(all) != 3 {
 		t.Fatalf("List = %+v, %v; want three entries", all, err)
 	}

@@ -179,7 +179,7 @@ func TestMultiProcessRace(t *testing.T) {
 			t.Errorf("%s: winners %v, want exactly one", kind, winners[n])
 			continue
 		}
-		st, err := s.Status(kind)
+		st, err := s.Status(context.Background(), kind)
 		if err != nil || st.State != Held || st.Record.Owner != winners[n][0] {
 			t.Errorf("%s: record %+v (%v), want held by %s", kind, st.Record, err, winners[n][0])
 		}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ func TestReleaseRefusals(t *testing.T) {
 			if got := errors.Is(err, ErrTokenMismatch); got != tt.mismatch {
 				t.Errorf("errors.Is(%v, ErrTokenMismatch) = %v, want %v", err, got, tt.mismatch)
 			}
-			if st, _ := s.Status("slot-1"); st.State == Free {
+			if st, _ := s.Status(context.Background(), "slot-1"); st.State == Free {
 				t.Error("a refused release removed the record")
 			}
 		})

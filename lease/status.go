@@ -42,11 +42,11 @@ type Status struct {
 }
 
 // Status reads kind's lease without taking its critical section.
-func (s *Store) Status(kind string) (*Status, error) {
+func (s *Store) Status(ctx context.Context, kind string) (*Status, error) {
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	rec, err := s.b.Read(context.Background(), kind)
+	rec, err := s.b.Read(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,8 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 // List reads every lease in the store, sorted by kind. Files whose names
 // are not kinds come back with State Invalid; an entry that cannot be read
 // comes back Unknown with ReadErr set, and the others are still listed.
-func (s *Store) List() ([]Status, error) {
-	names, err := s.b.Names(context.Background())
+func (s *Store) List(ctx context.Context) ([]Status, error) {
+	names, err := s.b.Names(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (s *Store) List() ([]Status, error) {
 			out = append(out, Status{Kind: n, State: Invalid})
 			continue
 		}
-		rec, err := s.b.Read(context.Background(), n)
+		rec, err := s.b.Read(ctx, n)
 		if err != nil {
 			// One bad entry must not hide the rest of the store.
 			out = append(out, Status{Kind: n, State: Unknown, ReadErr: err,
@@ -116,7 +116,7 @@ type Report struct {
 // fence), reports live ones, and reports without touching any record whose
 // owner is outside the fence.
 func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
-	all, err := s.List()
+	all, err := s.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Store) Reconcile(ctx context.Context) (*Report, error) {
 		prev, err := s.Reap(ctx, st.Kind)
 		switch {
 		case errors.Is(err, ErrNotDead):
-			if now, err := s.Status(st.Kind); err == nil && now.State == Held {
+			if now, err := s.Status(ctx, st.Kind); err == nil && now.State == Held {
 				rep.Held = append(rep.Held, *now) // re-acquired during the sweep
 			}
 		case err != nil:

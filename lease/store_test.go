@@ -37,7 +37,7 @@ func TestAcquire(t *testing.T) {
 	if onDisk.Corrupt || onDisk.Token != r.Token || onDisk.Owner != r.Owner || !onDisk.Heartbeat.Equal(r.Heartbeat) {
 		t.Errorf("record on disk %+v does not match the acquisition %+v", onDisk, r)
 	}
-	st, err := s.Status("slot-1")
+	st, err := s.Status(context.Background(), "slot-1")
 	if err != nil || st.State != Held || st.Remaining != 15*time.Minute {
 		t.Errorf("Status = %+v, %v; want held with 15m remaining", st, err)
 	}
@@ -119,7 +119,7 @@ func TestExpiryBoundary(t *testing.T) {
 			s, clk := newTestStore(t)
 			first := mustAcquire(t, s, "slot-1", "agent-7", tt.ttl)
 			clk.Advance(tt.advance)
-			st, err := s.Status("slot-1")
+			st, err := s.Status(context.Background(), "slot-1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +161,7 @@ func TestHeartbeatExtends(t *testing.T) {
 		}
 	}
 	// 250 s after acquire, far past the 60 s TTL, and still held.
-	st, _ := s.Status("slot-1")
+	st, _ := s.Status(context.Background(), "slot-1")
 	if st.State != Held {
 		t.Errorf("after heartbeats the lease is %s, want held", st.State)
 	}
@@ -324,7 +324,7 @@ func TestRelease(t *testing.T) {
 				t.Errorf("Release(%s, %s) = %+v, %v; want ErrNotOwner", c.owner, c.token, rel, err)
 			}
 		}
-		if st, _ := s.Status("slot-1"); st.State != Held || st.Record.Token != r.Token {
+		if st, _ := s.Status(context.Background(), "slot-1"); st.State != Held || st.Record.Token != r.Token {
 			t.Errorf("record after refused releases: %+v", st)
 		}
 	})
@@ -448,7 +448,7 @@ func TestStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			st, err := s.Status(tt.kind)
+			st, err := s.Status(context.Background(), tt.kind)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -473,7 +473,7 @@ func TestList(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(s.Dir(), "dir.json"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.List()
+	all, err := s.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func TestList(t *testing.T) {
 
 func TestListMissingStore(t *testing.T) {
 	s, _ := newTestStore(t)
-	all, err := s.List()
+	all, err := s.List(context.Background())
 	if err != nil || len(all) != 0 {
 		t.Errorf("List of a missing store = %v, %v", all, err)
 	}
@@ -637,7 +637,7 @@ func TestInvalidArgumentsTouchNothing(t *testing.T) {
 		{"force release bad kind", func(s *Store) error { _, err := s.ForceRelease(bg, "x y", ""); return err }},
 		{"force release bad by", func(s *Store) error { _, err := s.ForceRelease(bg, "slot-1", "no way"); return err }},
 		{"reap bad kind", func(s *Store) error { _, err := s.Reap(bg, "../etc"); return err }},
-		{"status bad kind", func(s *Store) error { _, err := s.Status("Nope"); return err }},
+		{"status bad kind", func(s *Store) error { _, err := s.Status(context.Background(), "Nope"); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -680,10 +680,10 @@ func TestAcceptedEdgesOfValidation(t *testing.T) {
 
 func TestReadsTouchNothing(t *testing.T) {
 	s, _ := newTestStore(t)
-	if st, err := s.Status("slot-1"); err != nil || st.State != Free {
+	if st, err := s.Status(context.Background(), "slot-1"); err != nil || st.State != Free {
 		t.Errorf("Status = %+v, %v", st, err)
 	}
-	if _, err := s.List(); err != nil {
+	if _, err := s.List(context.Background()); err != nil {
 		t.Error(err)
 	}
 	storeUntouched(t, s)
@@ -948,7 +948,7 @@ func TestGoroutineRace(t *testing.T) {
 	}
 	for n := range rounds {
 		kind := "round-" + strings.Repeat("r", n+1)
-		st, _ := s.Status(kind)
+		st, _ := s.Status(context.Background(), kind)
 		if len(byRound[n]) != 1 || st.State != Held || st.Record.Owner != byRound[n][0] {
 			t.Errorf("%s: winners %v, record %+v", kind, byRound[n], st.Record)
 		}

@@ -73,7 +73,7 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 		}
 		// The safety net behind the head.
 		timer.Reset(check/2 + rand.N(check))
-		st, err := s.Status(r.Kind)
+		st, err := s.Status(ctx, r.Kind)
 		if err != nil || st.State == Held {
 			if err == nil && st.Record != nil {
 				held = &HeldError{Record: st.Record, ExpiresAt: st.Record.ExpiresAt()}

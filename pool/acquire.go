@@ -55,7 +55,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 		return nil, err
 	}
 	if r.NoWait {
-		if err := p.saturatedNow(); err != nil {
+		if err := p.saturatedNow(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -87,9 +87,9 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 // dequeue would change nothing. The reading is of whole records (they are
 // renamed into place); a slot freed just after it is a race the caller
 // lost a moment earlier. It returns nil when some slot is not plainly held.
-func (p *Pool) saturatedNow() error {
+func (p *Pool) saturatedNow(ctx context.Context) error {
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(s.Kind)
+		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil || st.State != lease.Held {
 			return nil
 		}

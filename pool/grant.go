@@ -140,7 +140,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 	var free []*Slot
 	grantedAhead := 0
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(s.Kind)
+		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +225,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	}
 	// A provision longer than the TTL, or a takeover meanwhile, means the
 	// slot may be someone else's: never hand out a grant without its lease.
-	st, err := p.store.Status(s.Kind)
+	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil || st.State != lease.Held || st.Record.Token != rec.Token {
 		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset",
 			fmt.Errorf("the lease lapsed while the slot was prepared (ttl %v min); raise the ttl", p.ttl), false)

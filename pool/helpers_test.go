@@ -161,7 +161,7 @@ func (tp *testPool) slotState(t *testing.T, id string) lease.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := tp.Store().Status(s.Kind)
+	st, err := tp.Store().Status(context.Background(), s.Kind)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -58,7 +59,7 @@ func TestPoolStaysInsideTheStore(t *testing.T) {
 				if g, err := tp.Acquire(t.Context(), AcquireRequest{Owner: "ci", NoWait: true}); err == nil {
 					_, _ = tp.Release(t.Context(), "1", g.Owner, g.Token, false)
 				}
-				_, _ = tp.Status()
+				_, _ = tp.Status(context.Background())
 			}()
 			select {
 			case <-done:

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestMovingAvgRoundsAsTheNodeTool(t *testing.T) {
 			if got := tp.MovingAvg(); got != tt.want {
 				t.Errorf("MovingAvg = %v, want %v", got, tt.want)
 			}
-			st, err := tp.Status()
+			st, err := tp.Status(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

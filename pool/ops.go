@@ -48,7 +48,7 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 		return nil, err
 	}
 	if g != nil {
-		return p.claimGrant(requestID, owner, g)
+		return p.claimGrant(ctx, requestID, owner, g)
 	}
 	p.sweep(ctx, owner)
 	live, _ := p.live(p.readQueue())
@@ -63,35 +63,35 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 	// known only by its slot's lease, whose payload names the request:
 	// that is a request being provisioned, not an unknown one. Either
 	// implementation's grant goes through that window.
-	if s := p.slotGranting(requestID); s != nil {
+	if s := p.slotGranting(ctx, requestID); s != nil {
 		// It may have finished meanwhile: the grant file decides.
 		if g, err := p.readGrantFile(requestID); err == nil && g != nil {
-			return p.claimGrant(requestID, owner, g)
+			return p.claimGrant(ctx, requestID, owner, g)
 		}
 		return &Claim{Queued: &Queued{RequestID: requestID, Provisioning: true, Slot: s, Position: Position{RequestID: requestID}}}, nil
 	}
 	if g, err := p.readGrantFile(requestID); err == nil && g != nil {
-		return p.claimGrant(requestID, owner, g) // granted while the queue was read
+		return p.claimGrant(ctx, requestID, owner, g) // granted while the queue was read
 	}
 	return nil, fmt.Errorf("%w: request %s is neither queued nor granted (its waiter may have died); request again", ErrUnknownRequest, requestID)
 }
 
 // claimGrant answers a claim from the request's grant file, which only its
 // owner may read.
-func (p *Pool) claimGrant(requestID, owner string, g map[string]json.RawMessage) (*Claim, error) {
+func (p *Pool) claimGrant(ctx context.Context, requestID, owner string, g map[string]json.RawMessage) (*Claim, error) {
 	var grantOwner string
 	_ = json.Unmarshal(g["owner"], &grantOwner)
 	if grantOwner != "" && grantOwner != owner {
 		return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, grantOwner)
 	}
-	return p.checkGrant(requestID, g)
+	return p.checkGrant(ctx, requestID, g)
 }
 
 // slotGranting returns the slot whose live lease was acquired for
 // requestID, if any.
-func (p *Pool) slotGranting(requestID string) *Slot {
+func (p *Pool) slotGranting(ctx context.Context, requestID string) *Slot {
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(s.Kind)
+		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil || st.State != lease.Held {
 			continue
 		}
@@ -119,7 +119,7 @@ func (e *ClaimError) Error() string {
 }
 func (e *ClaimError) Unwrap() error { return e.Err }
 
-func (p *Pool) checkGrant(requestID string, g map[string]json.RawMessage) (*Claim, error) {
+func (p *Pool) checkGrant(ctx context.Context, requestID string, g map[string]json.RawMessage) (*Claim, error) {
 	var state, token, errText string
 	_ = json.Unmarshal(g["state"], &state)
 	_ = json.Unmarshal(g["token"], &token)
@@ -143,7 +143,7 @@ func (p *Pool) checkGrant(requestID string, g map[string]json.RawMessage) (*Clai
 	if err != nil {
 		return nil, &ClaimError{Err: ErrLeaseLost, State: StateLeaseLost, Slot: slotRaw, Note: "the granted slot is no longer in this pool; request again"}
 	}
-	st, err := p.store.Status(s.Kind)
+	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 	if err := p.checkOwner(bookkeeper); err != nil {
 		return nil, err
 	}
-	before, err := p.store.Status(s.Kind)
+	before, err := p.store.Status(ctx, s.Kind)
 	if err != nil {
 		return nil, err
 	}

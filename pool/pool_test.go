@@ -30,7 +30,7 @@ func TestAcquireGrantsFreeSlot(t *testing.T) {
 	if got := tp.runner.Calls(); !reflect.DeepEqual(got, wantCalls) {
 		t.Errorf("runner calls = %+v, want %+v", got, wantCalls)
 	}
-	st, err := tp.Store().Status("slot-1")
+	st, err := tp.Store().Status(context.Background(), "slot-1")
 	if err != nil || st.State != lease.Held {
 		t.Fatalf("slot-1 status = %+v, %v", st, err)
 	}
@@ -196,7 +196,7 @@ func TestAcquireNoWaitSaturated(t *testing.T) {
 	})
 	t.Run("a free slot behind a waiter is not taken", func(t *testing.T) {
 		// The async request is ahead; FIFO says the free slot is its.
-		st, _ := tp.Store().Status("slot-1")
+		st, _ := tp.Store().Status(context.Background(), "slot-1")
 		if _, err := tp.Release(context.Background(), "1", "holder", st.Record.Token, false); err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +481,7 @@ func TestReleaseStatsAndETA(t *testing.T) {
 		if q1.Position.Position != 1 || q1.EtaMs != 7500 || q2.Position.Position != 2 || q2.EtaMs != 15000 || q2.AvgMs != 7500 {
 			t.Errorf("positions %+v %+v", q1.Position, q2.Position)
 		}
-		status, err := tp.Status()
+		status, err := tp.Status(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -621,7 +621,7 @@ func TestReprovision(t *testing.T) {
 		if calls := tp.runner.Calls(); len(calls) != 0 {
 			t.Errorf("ran %+v", calls)
 		}
-		st, _ := tp.Store().Status("slot-1")
+		st, _ := tp.Store().Status(context.Background(), "slot-1")
 		if st.State != lease.Held || st.Record.Token != g.Token {
 			t.Error("the holder lost the slot")
 		}

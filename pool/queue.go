@@ -242,7 +242,7 @@ type ReapedSlot struct {
 func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 	sw := Swept{ReapedSlots: []ReapedSlot{}, DroppedEntries: []Entry{}}
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(s.Kind)
+		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil || st.State != lease.Unknown {
 			continue
 		}

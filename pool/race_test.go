@@ -340,7 +340,7 @@ func TestProcessesFIFO(t *testing.T) {
 	if q := pp.readQueue(); len(q) != 0 {
 		t.Errorf("queue not empty at the end: %+v", q)
 	}
-	if s, _ := pp.Store().Status("slot-1"); s.State != lease.Free {
+	if s, _ := pp.Store().Status(context.Background(), "slot-1"); s.State != lease.Free {
 		t.Errorf("slot-1 is %s at the end", s.State)
 	}
 }
@@ -420,7 +420,7 @@ func TestProcessesKilledWaiterIsDropped(t *testing.T) {
 	// Kill the first waiter while it does not hold the queue lock, so the
 	// test measures the waiter stale bound, not the lock's 15 s TTL.
 	eventually(t, 10*time.Second, "the queue lock free", func() bool {
-		s, err := pp.Store().Status(pp.Config().QueueLockKind)
+		s, err := pp.Store().Status(context.Background(), pp.Config().QueueLockKind)
 		return err == nil && s.State == lease.Free
 	})
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -472,7 +472,7 @@ func TestProcessesKilledHolderIsReaped(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, "held"))
 		return err == nil
 	})
-	st, err := pp.Store().Status("slot-1")
+	st, err := pp.Store().Status(context.Background(), "slot-1")
 	if err != nil || st.State != lease.Held || st.Record.Owner != "holder-0" {
 		t.Fatalf("slot-1 = %+v, %v", st, err)
 	}

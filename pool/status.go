@@ -34,10 +34,10 @@ type QueuedEntry struct {
 }
 
 // Status reads the pool without taking any lock.
-func (p *Pool) Status() (*Status, error) {
+func (p *Pool) Status(ctx context.Context) (*Status, error) {
 	out := &Status{Store: p.store.Dir(), Dir: p.dir, MovingAvgMs: p.MovingAvg().Milliseconds()}
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(s.Kind)
+		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
 			return nil, err
 		}

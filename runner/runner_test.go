@@ -60,7 +60,7 @@ func baton(t *testing.T, s *lease.Store, out *lockedBuffer, sigs chan os.Signal)
 
 func freeAfter(t *testing.T, s *lease.Store, kind string) {
 	t.Helper()
-	st, err := s.Status(kind)
+	st, err := s.Status(context.Background(), kind)
 	if err != nil || st.State != lease.Free {
 		t.Errorf("%s after the run: %+v, %v; want free", kind, st, err)
 	}
@@ -70,7 +70,7 @@ func freeAfter(t *testing.T, s *lease.Store, kind string) {
 func waitHeld(t *testing.T, s *lease.Store, kind string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if st, _ := s.Status(kind); st.State == lease.Held {
+		if st, _ := s.Status(context.Background(), kind); st.State == lease.Held {
 			return
 		}
 	}

@@ -157,7 +157,7 @@ func measure(p *pool.Pool, rounds int, waiter func() *exec.Cmd, env []string, qu
 func waitQueued(p *pool.Pool) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		st, err := p.Status()
+		st, err := p.Status(context.Background())
 		if err != nil {
 			return err
 		}

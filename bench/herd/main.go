@@ -331,7 +331,7 @@ func poolHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Dur
 func waitQueued(p *pool.Pool, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		st, err := p.Status()
+		st, err := p.Status(context.Background())
 		if err != nil {
 			return err
 		}

@@ -188,7 +188,7 @@ func statusView(st *lease.Status, reveal bool) statusOut {
 }
 
 func (c *statusCmd) Run(e *env) error {
-	st, err := e.store.Status(c.Kind)
+	st, err := e.store.Status(e.ctx, c.Kind)
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, now: e.store.Now()}
 	}
@@ -229,7 +229,7 @@ type listOut struct {
 }
 
 func (c *listCmd) Run(e *env) error {
-	all, err := e.store.List()
+	all, err := e.store.List(e.ctx)
 	if err != nil {
 		return err
 	}

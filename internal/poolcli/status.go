@@ -1,6 +1,8 @@
 package poolcli
 
 import (
+	"context"
+
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -40,8 +42,8 @@ type statusOut struct {
 	MovingAvgMs int64           `json:"movingAvgMs"`
 }
 
-func statusView(p *pool.Pool) (statusOut, error) {
-	st, err := p.Status()
+func statusView(ctx context.Context, p *pool.Pool) (statusOut, error) {
+	st, err := p.Status(ctx)
 	if err != nil {
 		return statusOut{}, err
 	}
@@ -72,7 +74,7 @@ func (c *statusCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	out, err := statusView(p)
+	out, err := statusView(e.ctx, p)
 	if err != nil {
 		return err
 	}
@@ -99,7 +101,7 @@ func (c *pumpCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := statusView(p)
+	st, err := statusView(e.ctx, p)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (r *rig) openStore() *lease.Store {
 
 func (r *rig) state(kind string) lease.State {
 	r.t.Helper()
-	st, err := r.openStore().Status(kind)
+	st, err := r.openStore().Status(context.Background(), kind)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() && !strings.Contains(sc.Text(), "queue position 1") {
 	}
-	if st, _ := p.Status(); len(st.Queue) != 1 {
+	if st, _ := p.Status(context.Background()); len(st.Queue) != 1 {
 		t.Fatalf("queue = %+v, want the waiter in it", st.Queue)
 	}
 	_ = c.Process.Signal(syscall.SIGTERM)
@@ -308,7 +308,7 @@ func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
 	if code != 128+15 {
 		t.Errorf("exit %d, want 143", code)
 	}
-	if st, _ := p.Status(); len(st.Queue) != 0 {
+	if st, _ := p.Status(context.Background()); len(st.Queue) != 0 {
 		t.Errorf("queue after the signal = %+v, want empty", st.Queue)
 	}
 	if _, err := os.Stat(filepath.Join(r.dir, "ran.txt")); err == nil {
@@ -385,7 +385,7 @@ func TestLossFoundAtRelease(t *testing.T) {
 	if code := waitExit(t, done, 20*time.Second); code != 75 {
 		t.Errorf("exit %d, want 75; stderr:\n%s", code, stderr)
 	}
-	if st, _ := s.Status("b"); st.State != lease.Held || st.Record.Token != acq.Record.Token {
+	if st, _ := s.Status(context.Background(), "b"); st.State != lease.Held || st.Record.Token != acq.Record.Token {
 		t.Errorf("the successor's lease was touched: %+v", st)
 	}
 }

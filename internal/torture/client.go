@@ -196,7 +196,7 @@ func (c *client) poolAcquire(ctx context.Context) (*holding, error) {
 		e.Out, e.Kind, e.Slot, e.Tok = "won", g.Kind, fmt.Sprint(g.Slot), g.Token
 		// The grant does not carry the record's stamps: read them, and
 		// trust them only if the record is still this grant's.
-		if s, serr := c.st.Status(g.Kind); serr == nil && s.Record != nil && !s.Record.Corrupt && s.Record.Token == g.Token {
+		if s, serr := c.st.Status(ctx, g.Kind); serr == nil && s.Record != nil && !s.Record.Corrupt && s.Record.Token == g.Token {
 			e.Stamp = s.Record.Heartbeat.UnixMilli()
 			h = &holding{kind: g.Kind, slot: e.Slot, tok: g.Token, stamp: e.Stamp}
 		} else {

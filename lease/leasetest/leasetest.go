@@ -64,7 +64,7 @@ func acquire(t *testing.T, h Harness, s *lease.Store, kind, owner string) *lease
 
 func state(t *testing.T, s *lease.Store, kind string) *lease.Status {
 	t.Helper()
-	st, err := s.Status(kind)
+	st, err := s.Status(bg, kind)
 	if err != nil {
 		t.Fatalf("status %s: %v", kind, err)
 	}
@@ -259,7 +259,7 @@ func testListReconcile(t *testing.T, h Harness) {
 	dead := acquire(t, h, s, "dead", "conf-a")
 	h.Lapse(t, s)
 	acquire(t, h, s, "live", "conf-b")
-	all, err := s.List()
+	all, err := s.List(bg)
 	if err != nil {
 		t.Fatal(err)
 	}

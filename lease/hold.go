@@ -198,7 +198,9 @@ func (h *Hold) loop(ctx context.Context) {
 	defer close(h.stopped)
 	beat := time.NewTimer(h.interval)
 	defer beat.Stop()
-	expiry := time.NewTimer(h.untilExpiry())
+	// deadline is when the lease is given up without a confirmed renewal.
+	deadline := time.Now().Add(h.untilExpiry())
+	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
 	failures := 0
 	for {
@@ -208,23 +210,34 @@ func (h *Hold) loop(ctx context.Context) {
 		case <-h.stop:
 			return
 		case <-expiry.C:
-			h.lose(fmt.Errorf("%w: %s expires at %s and no heartbeat was confirmed in time", ErrExpired, h.kind, FormatTime(h.Record().Seen.ExpiresAt)))
+			h.lose(h.expired(nil))
 			return
 		case <-beat.C:
 		}
-		rec, err := h.store.Heartbeat(ctx, h.kind, h.owner, h.token)
+		// A heartbeat can block for longer than the lease has left (an
+		// etcd client cut off from the cluster waits out its request
+		// timeout), and the watchdog above cannot fire meanwhile: bound
+		// the heartbeat by the deadline.
+		bctx, cancel := context.WithDeadline(ctx, deadline)
+		rec, err := h.store.Heartbeat(bctx, h.kind, h.owner, h.token)
+		late := bctx.Err() != nil
+		cancel()
 		switch {
 		case err == nil:
 			failures = 0
 			h.mu.Lock()
 			h.rec = rec
 			h.mu.Unlock()
-			resetTimer(expiry, h.untilExpiry())
+			deadline = time.Now().Add(h.untilExpiry())
+			resetTimer(expiry, time.Until(deadline))
 			resetTimer(beat, h.interval)
 		case ctx.Err() != nil:
 			return
 		case definiteLoss(err):
 			h.lose(err)
+			return
+		case late:
+			h.lose(h.expired(err))
 			return
 		default:
 			failures++
@@ -235,6 +248,16 @@ func (h *Hold) loop(ctx context.Context) {
 			resetTimer(beat, h.pause)
 		}
 	}
+}
+
+// expired is the loss of a lease whose confirmed expiry (less the margin)
+// passed without a renewal; last is the heartbeat cut short by it, if any.
+func (h *Hold) expired(last error) error {
+	err := fmt.Errorf("%w: %s expires at %s and no heartbeat was confirmed in time", ErrExpired, h.kind, FormatTime(h.Record().Seen.ExpiresAt))
+	if last != nil {
+		err = fmt.Errorf("%w (the last one was cut short: %v)", err, last)
+	}
+	return err
 }
 
 // untilExpiry is the time left before the last confirmed record lapses,

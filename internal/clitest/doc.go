@@ -4,7 +4,7 @@
 // The scripts live in testdata/script at the repository root, one file per
 // verb or concern, named after the CLI they exercise (lease_*.txtar, and
 // later pool_*.txtar, pool-run_*.txtar). TestMain registers every CLI in
-// one map (commands in script_test.go), so a script runs it with
+// one map (Commands in harness.go), so a script runs it with
 // `exec lease ...` exactly as a shell would, with its own environment,
 // working directory, stdout, stderr and exit status.
 //
@@ -17,8 +17,8 @@
 //	                               assert a field of stdout (or of FILE, or of its line N)
 //	jsonenv [-in FILE] [-line N] NAME PATH
 //	                               store a field in the environment variable NAME
-//	jsondelta [-in FILE] [-line N] FROM TO MS
-//	                               timestamp field TO is MS milliseconds after FROM
+//	jsondelta [-in FILE] [-line N] FROM TO MS|MIN..MAX
+//	                               timestamp field TO is MS (or MIN to MAX) milliseconds after FROM
 //	sleep DURATION                 pause, e.g. `sleep 1500ms`
 //
 // PATH is a dotted path such as .record.owner or .leases[0].kind; "." is the
@@ -29,6 +29,13 @@
 // OP is one of == != < <= > >= (numbers), =~ (regular expression on a
 // string field), len (length of an array, object or string) and type
 // (string, number, bool, null, array, object).
+//
+// The scripts run on the directory store here, and those about leases and
+// pool-run (lease_*, poolrun_*) also on an embedded etcd in ./etcd when
+// DL_TEST_BACKEND=etcd. The condition [etcd] is true there: a script
+// guards what inspects the store's files with [!etcd], gives a line that
+// differs on etcd an [etcd] variant, and sets LEASE_STORE only under
+// [!etcd] (on etcd it is set for it, to a prefix of its own).
 //
 // Every script starts from testscript's clean environment: nothing such as
 // LEASE_STORE or LEASE_OWNER_PATTERN leaks in from the developer's shell;

@@ -281,3 +281,20 @@ func (b *Backend) String() string { return b.loc.String() }
 func (b *Backend) ExpiryMargin(ttl time.Duration) time.Duration {
 	return max(ttl/4, time.Second)
 }
+
+// OpenStore opens url as a [lease.Store] on this backend, with the TLS and
+// authentication of the LEASE_ETCD_* variables, and returns the function
+// that closes the connection. It has the shape of an internal/storeopen
+// opener, which the executables serving etcd:// stores register.
+func OpenStore(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
+	b, err := Open(ctx, url, OptionsFromEnv(os.Getenv))
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := lease.New(b, opts...)
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return s, b.Close, nil
+}

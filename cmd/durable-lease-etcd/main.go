@@ -20,22 +20,10 @@ import (
 	"github.com/durable-lease/durable-lease/internal/poolcli"
 	"github.com/durable-lease/durable-lease/internal/poolruncli"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
-	"github.com/durable-lease/durable-lease/lease"
 )
 
 func main() {
-	storeopen.Register(etcdstore.Scheme, func(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
-		b, err := etcdstore.Open(ctx, url, etcdstore.OptionsFromEnv(os.Getenv))
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := lease.New(b, opts...)
-		if err != nil {
-			b.Close()
-			return nil, nil, err
-		}
-		return s, b.Close, nil
-	})
+	storeopen.Register(etcdstore.Scheme, etcdstore.OpenStore)
 	if len(os.Args) < 2 {
 		fmt.Fprintf(os.Stderr, "usage: %s lease|pool|pool-run ARGS...\n(lease, pool and pool-run run it for etcd:// stores)\n", filepath.Base(os.Args[0]))
 		os.Exit(2)

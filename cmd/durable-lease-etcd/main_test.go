@@ -1,9 +1,6 @@
 package main_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -38,20 +35,10 @@ type result struct {
 
 func run(t *testing.T, env []string, bin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("%s: %v", bin, err)
+	r := runQuiet(env, bin, args...)
+	if r.code == -1 {
+		t.Fatalf("%s: %s", bin, r.stderr)
 	}
-	_ = json.Unmarshal(stdout.Bytes(), &r.out)
 	return r
 }
 

@@ -5,7 +5,6 @@
 package etcd_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/internal/clitest"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
-	"github.com/durable-lease/durable-lease/lease"
 )
 
 // backendEnv chooses the store the scripts run on: "etcd" runs them here,
@@ -32,18 +30,7 @@ func TestMain(m *testing.M) {
 	// The CLI processes (this test binary, re-executed) open etcd://
 	// stores themselves, as cmd/durable-lease-etcd does, instead of handing
 	// them to durable-lease-etcd.
-	storeopen.Register(etcdstore.Scheme, func(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
-		b, err := etcdstore.Open(ctx, url, etcdstore.OptionsFromEnv(os.Getenv))
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := lease.New(b, opts...)
-		if err != nil {
-			b.Close()
-			return nil, nil, err
-		}
-		return s, b.Close, nil
-	})
+	storeopen.Register(etcdstore.Scheme, etcdstore.OpenStore)
 	testscript.Main(m, clitest.Commands)
 }
 

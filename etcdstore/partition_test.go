@@ -13,7 +13,6 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/lease"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestHolderCutOff: a holder whose client is cut off from the cluster (a
@@ -62,7 +61,7 @@ func TestHolderCutOff(t *testing.T) {
 
 	// The server's expiry, seen by a client of its own: the liveness key
 	// bound to the etcd lease is deleted when the lease lapses.
-	expired := watchDelete(t, c.Client(), "/"+prefix+"/lease/"+kind+"/live")
+	expired := etcdtest.WatchDelete(t, c.Client(), "/"+prefix+"/lease/"+kind+"/live")
 	lost := make(chan time.Time, 1)
 	go func() {
 		<-hold.Done()
@@ -141,31 +140,6 @@ func TestHolderCutOff(t *testing.T) {
 	if err != nil || st.State != lease.Held || st.Record.Token != tk.acq.Record.Token {
 		t.Errorf("status = %+v, %v; want held by the waiter", st, err)
 	}
-}
-
-// watchDelete delivers the time at which key is first deleted.
-func watchDelete(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	// Watching from the revision after a read misses no deletion after it.
-	resp, err := cli.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wch := cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
-	out := make(chan time.Time, 1)
-	go func() {
-		for resp := range wch {
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					out <- time.Now()
-					return
-				}
-			}
-		}
-	}()
-	return out
 }
 
 // TestProxy: the proxy forwards, goes silent on Cut (open connections and

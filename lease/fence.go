@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"strings"
@@ -61,21 +62,42 @@ func decodeFence(data []byte) (fenceMark, bool) {
 }
 
 // readFence returns the stored mark of kind: the greater of the attribute
-// and the file, either of which may be missing. Unreadable or garbage
-// values count as missing.
-func (b *fileBackend) readFence(kind string) fenceMark {
+// and the file, either of which may be missing. A counter that is there
+// but cannot be read (an attribute too large, a value that is not a mark,
+// an I/O error) is an error,
+// not a missing one: starting again from 1 would hand out fences lower
+// than ones already given, which is exactly what fences must never do.
+func (b *fileBackend) readFence(kind string) (fenceMark, error) {
 	var best fenceMark
-	if data, err := getFenceAttr(b.dir, fenceAttrPrefix+kind); err == nil {
-		if m, ok := decodeFence(data); ok {
+	data, err := getFenceAttr(b.dir, fenceAttrPrefix+kind)
+	switch {
+	case err == nil:
+		m, ok := decodeFence(data)
+		if !ok {
+			return fenceMark{}, fmt.Errorf("lease: the fence counter of %s (attribute %s of the store) is not a counter", kind, fenceAttrPrefix+kind)
+		}
+		best = m
+	case !attrAbsent(err):
+		return fenceMark{}, fmt.Errorf("lease: read the fence counter of %s: %w", kind, err)
+	}
+	data, err = storefile.Read(b.fencePath(kind), maxFenceBytes)
+	switch {
+	case err == nil:
+		m, ok := decodeFence(data)
+		if !ok {
+			return fenceMark{}, fmt.Errorf("lease: the fence counter of %s (%s) is not a counter", kind, b.fencePath(kind))
+		}
+		if m.Fence > best.Fence {
 			best = m
 		}
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, storefile.ErrNotRegular), errors.Is(err, storefile.ErrTooLarge):
+		// Missing, or something this tool never writes (a symlink, a
+		// FIFO, a directory, a huge file): not a counter, and replaced by
+		// rename at the next acquisition.
+	default:
+		return fenceMark{}, fmt.Errorf("lease: read the fence counter of %s: %w", kind, err)
 	}
-	if data, err := storefile.Read(b.fencePath(kind), maxFenceBytes); err == nil {
-		if m, ok := decodeFence(data); ok && m.Fence > best.Fence {
-			best = m
-		}
-	}
-	return best
+	return best, nil
 }
 
 // nextFence stores and returns the fence for a new incarnation of kind with
@@ -83,14 +105,17 @@ func (b *fileBackend) readFence(kind string) fenceMark {
 // crash in between wastes a number and never reuses one. floor is the
 // fence of the record being replaced, if it had one.
 func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) {
-	n := max(b.readFence(kind).Fence, floor)
+	stored, err := b.readFence(kind)
+	if err != nil {
+		return 0, err
+	}
+	n := max(stored.Fence, floor)
 	if n == math.MaxInt64 {
 		return 0, fmt.Errorf("%w: %s", ErrFenceExhausted, kind)
 	}
 	n++
 	data, _ := json.Marshal(fenceMark{Fence: n, Token: fenceToken(token)})
-	err := setFenceAttr(b.dir, fenceAttrPrefix+kind, data)
-	if err == nil {
+	if err := setFenceAttr(b.dir, fenceAttrPrefix+kind, data); err == nil {
 		return n, nil
 	}
 	if err := storefile.Replace(b.fencePath(kind), ".tmp-"+kind+"-"+randomHex(8), data); err != nil {
@@ -104,7 +129,7 @@ func (b *fileBackend) attachFence(rec *Record) {
 	if rec == nil || rec.Corrupt || rec.Token == "" {
 		return
 	}
-	if m := b.readFence(rec.Kind); m.Fence > 0 && m.Token == fenceToken(rec.Token) {
+	if m, err := b.readFence(rec.Kind); err == nil && m.Fence > 0 && m.Token == fenceToken(rec.Token) {
 		rec.Fence = m.Fence
 	}
 }

@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -18,4 +20,10 @@ func getFenceAttr(dir, name string) ([]byte, error) {
 
 func setFenceAttr(dir, name string, value []byte) error {
 	return unix.Lsetxattr(dir, name, value, 0)
+}
+
+// attrAbsent reports an attribute that is simply not there, or that the
+// filesystem or the directory cannot have: the file is used then.
+func attrAbsent(err error) bool {
+	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPERM)
 }

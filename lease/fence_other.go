@@ -8,3 +8,5 @@ import "errors"
 func getFenceAttr(string, string) ([]byte, error) { return nil, errors.ErrUnsupported }
 
 func setFenceAttr(string, string, []byte) error { return errors.ErrUnsupported }
+
+func attrAbsent(error) bool { return true }

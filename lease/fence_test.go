@@ -122,3 +122,60 @@ func TestFenceExhausted(t *testing.T) {
 		t.Errorf("a record was written: %v", err)
 	}
 }
+
+// TestFenceCounterHostile: a counter that is there but cannot be read
+// refuses the acquisition (starting again from 1 would hand out fences
+// lower than ones already given); a symlink, FIFO or other file this tool
+// never writes is not a counter, is never followed, and is replaced.
+func TestFenceCounterHostile(t *testing.T) {
+	ctx := context.Background()
+	t.Run("garbage file", func(t *testing.T) {
+		s, _ := newTestStore(t)
+		if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.Dir(), ".fence-k"), []byte("not a counter"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Acquire(ctx, Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
+		if err == nil || !strings.Contains(err.Error(), "fence counter") {
+			t.Fatalf("acquire over a garbage counter = %v, want a refusal naming the counter", err)
+		}
+		if _, err := os.Stat(filepath.Join(s.Dir(), "k.json")); !os.IsNotExist(err) {
+			t.Errorf("a record was written: %v", err)
+		}
+	})
+	t.Run("symlink", func(t *testing.T) {
+		s, _ := newTestStore(t)
+		if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		secret := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(secret, []byte(`{"f":99,"t":"x"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, filepath.Join(s.Dir(), ".fence-k")); err != nil {
+			t.Fatal(err)
+		}
+		a := mustAcquire(t, s, "k", "alice", 1)
+		if a.Fence != 1 {
+			t.Errorf("fence %d: the symlink's target was read as a counter", a.Fence)
+		}
+		if data, _ := os.ReadFile(secret); string(data) != `{"f":99,"t":"x"}` {
+			t.Errorf("the symlink's target was written: %q", data)
+		}
+	})
+	t.Run("oversized attribute", func(t *testing.T) {
+		s, _ := newTestStore(t)
+		if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		big := []byte(`{"f":7,"t":"` + strings.Repeat("x", 2*maxFenceBytes) + `"}`)
+		if err := setFenceAttr(s.Dir(), fenceAttrPrefix+"k", big); err != nil {
+			t.Skipf("no user attributes here: %v", err)
+		}
+		if _, err := s.Acquire(ctx, Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); err == nil {
+			t.Fatal("acquire over an unreadable counter attribute succeeded; the fence could go back")
+		}
+	})
+}

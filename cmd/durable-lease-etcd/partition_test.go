@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/internal/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestPoolRunCutOff: pool-run holding a baton through a proxy that is then
@@ -37,7 +35,7 @@ func TestPoolRunCutOff(t *testing.T) {
 	// expiry it last had confirmed.
 	ttl := strconv.FormatFloat(4.0/60, 'g', -1, 64)
 	noPath := []string{"PATH=/usr/bin:/bin"}
-	expired := watchDelete(t, c.Client(), "/x/lease/"+kind+"/live")
+	expired := etcdtest.WatchDelete(t, c.Client(), "/x/lease/"+kind+"/live")
 
 	// The work writes its process group and its fence, then sleeps.
 	workFile := filepath.Join(t.TempDir(), "work")
@@ -165,29 +163,4 @@ func runQuiet(env []string, bin string, args ...string) result {
 	}
 	_ = json.Unmarshal(stdout.Bytes(), &r.out)
 	return r
-}
-
-// watchDelete delivers the time at which key is first deleted.
-func watchDelete(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	// Watching from the revision after a read misses no deletion after it.
-	resp, err := cli.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wch := cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
-	out := make(chan time.Time, 1)
-	go func() {
-		for resp := range wch {
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					out <- time.Now()
-					return
-				}
-			}
-		}
-	}()
-	return out
 }

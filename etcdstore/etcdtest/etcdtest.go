@@ -298,3 +298,30 @@ func mustURL(s string) url.URL {
 func dialTimeout(addr string) (net.Conn, error) {
 	return net.DialTimeout("tcp", addr, 100*time.Millisecond)
 }
+
+// WatchDelete delivers the time at which key is first deleted (an expiry
+// of the etcd lease it is bound to, a delete, a revoke), as seen by a
+// watch opened on cli before WatchDelete returns.
+func WatchDelete(t testing.TB, cli *clientv3.Client, key string) <-chan time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// Watching from the revision after a read misses no deletion after it.
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wch := cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
+	out := make(chan time.Time, 1)
+	go func() {
+		for resp := range wch {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					out <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	return out
+}

@@ -73,6 +73,11 @@ func (s *Store) Where() string {
 	return ""
 }
 
+// Backend is the backend the store keeps its records in, for layers above
+// the store that keep state of their own in the same place (a pool's
+// queue): they look for the interface they need on it.
+func (s *Store) Backend() Backend { return s.b }
+
 // OwnerPattern is the store's owner fence.
 func (s *Store) OwnerPattern() *OwnerFence { return s.opts.owners }
 

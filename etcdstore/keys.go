@@ -23,7 +23,9 @@ import (
 //	P/lease/<kind>/record   the record JSON, persistent
 //	P/lease/<kind>/fence    the token's fingerprint; its mod revision is the fence
 //	P/lease/<kind>/live     the token's fingerprint, bound to the etcd lease
-//	P/journal/<time>-<rnd>  one journal event (reaped.log's line)
+//	P/journal/<time>-<rnd>  one journal event (reaped.log's line); the newest
+//	                        10 000 are kept
+//	P/pool/<name>/...       a pool's state (pool.go)
 const (
 	leasesDir  = "/lease/"
 	journalDir = "/journal/"
@@ -205,10 +207,14 @@ func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
 	if err != nil {
 		return err
 	}
-	return b.request(ctx, "journal "+e.Event, func(ctx context.Context) error {
+	err = b.request(ctx, "journal "+e.Event, func(ctx context.Context) error {
 		_, err := b.cli.Put(ctx, key, val)
 		return err
 	})
+	if err == nil {
+		b.prunedNowAndThen(ctx, b.loc.Prefix+journalDir, keepJournal)
+	}
+	return err
 }
 
 // journalEntry is the key and value of an event: the key sorts by the

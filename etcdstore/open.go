@@ -273,13 +273,15 @@ func (b *Backend) request(ctx context.Context, what string, f func(ctx context.C
 func (b *Backend) String() string { return b.loc.String() }
 
 // ExpiryMargin implements [lease.ExpiryMarginer]: a holder declares its
-// lease lost a quarter of the TTL (at least a second) before the expiry it
-// last had confirmed, since the cluster, not the holder, decides when the
-// lease lapses and may grant it to another client at that moment. A
-// holder cut off from the cluster thus stops its work while the lease is
-// still its own on the server.
+// lease lost a quarter of the TTL (at least a second, at most half the
+// TTL) before the expiry it last had confirmed, since the cluster, not the
+// holder, decides when the lease lapses and may grant it to another client
+// at that moment. A holder cut off from the cluster thus stops its work
+// while the lease is still its own on the server. (Half the TTL is the
+// bound for TTLs under 2 s: a margin of the whole TTL would declare every
+// such lease lost the moment it was taken.)
 func (b *Backend) ExpiryMargin(ttl time.Duration) time.Duration {
-	return max(ttl/4, time.Second)
+	return min(max(ttl/4, time.Second), ttl/2)
 }
 
 // OpenStore opens url as a [lease.Store] on this backend, with the TLS and

@@ -54,6 +54,9 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 		}
 		rec, next, err := b.commit(ctx, kind, st, ch, g)
 		if err != nil || next == nil {
+			if err == nil && ch.Event != nil {
+				b.prunedNowAndThen(ctx, b.loc.Prefix+journalDir, keepJournal)
+			}
 			return rec, err
 		}
 		if attempt == maxAttempts {

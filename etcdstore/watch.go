@@ -22,15 +22,33 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 		return nil, err
 	}
 	wake := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	wch, stop, last, err := b.watch(ctx, kind, 0)
+	err := b.follow(ctx, "watch "+kind, b.kindPrefix(kind), true, func(evs []*clientv3.Event) {
+		signal(wake)
+	})
 	if err != nil {
 		return nil, err
+	}
+	return wake, nil
+}
+
+// signal puts a value on ch unless one is waiting there already.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// follow watches the keys under prefix (deletions only when deletesOnly)
+// until ctx ends, calling on with each batch of events, and with nil
+// after the watch had to be re-established (events may have been missed
+// meanwhile). It returns once the cluster has confirmed the watch, so a
+// change after it returns is never missed, or an error when the cluster
+// does not confirm it within the request bound.
+func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly bool, on func([]*clientv3.Event)) error {
+	wch, stop, last, err := b.watch(ctx, what, prefix, deletesOnly, 0)
+	if err != nil {
+		return err
 	}
 	go func() {
 		for {
@@ -42,7 +60,7 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 					last = max(last, ev.Kv.ModRevision)
 				}
 				if len(resp.Events) > 0 {
-					signal()
+					on(resp.Events)
 				}
 			}
 			stop()
@@ -51,10 +69,10 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 			}
 			// The watch ended without ctx (compaction, leader loss, a
 			// cancel by the server): something may have been missed.
-			signal()
+			on(nil)
 			for {
 				var err error
-				if wch, stop, last, err = b.watch(ctx, kind, last+1); err == nil {
+				if wch, stop, last, err = b.watch(ctx, what, prefix, deletesOnly, last+1); err == nil {
 					break
 				}
 				select {
@@ -66,15 +84,18 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 			}
 		}
 	}()
-	return wake, nil
+	return nil
 }
 
-// watch starts a watch of kind's deletions from revision rev (0: now) and
-// waits for the cluster to confirm it, within the request bound. It
-// returns the revision the watch starts after, and the function that ends
-// the watch.
-func (b *Backend) watch(ctx context.Context, kind string, rev int64) (_ clientv3.WatchChan, _ context.CancelFunc, _ int64, err error) {
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+// watch starts a watch of the keys under prefix from revision rev (0:
+// now) and waits for the cluster to confirm it, within the request bound.
+// It returns the revision the watch starts after, and the function that
+// ends the watch.
+func (b *Backend) watch(ctx context.Context, what, prefix string, deletesOnly bool, rev int64) (_ clientv3.WatchChan, _ context.CancelFunc, _ int64, err error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCreatedNotify()}
+	if deletesOnly {
+		opts = append(opts, clientv3.WithFilterPut())
+	}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
@@ -84,15 +105,15 @@ func (b *Backend) watch(ctx context.Context, kind string, rev int64) (_ clientv3
 	timer := time.AfterFunc(b.opts.RequestTimeout, cancel)
 	// WithRequireLeader: a member cut off from the leader ends the watch
 	// instead of keeping it open and silent.
-	wch := b.cli.Watch(clientv3.WithRequireLeader(wctx), b.kindPrefix(kind), opts...)
+	wch := b.cli.Watch(clientv3.WithRequireLeader(wctx), prefix, opts...)
 	resp, ok := <-wch
 	switch {
 	case !timer.Stop():
-		err = fmt.Errorf("%w: %s: watch %s: not confirmed within %s", ErrUnreachable, b.loc, kind, b.opts.RequestTimeout)
+		err = fmt.Errorf("%w: %s: %s: not confirmed within %s", ErrUnreachable, b.loc, what, b.opts.RequestTimeout)
 	case !ok:
-		err = fmt.Errorf("etcdstore: watch %s: %w", kind, context.Cause(wctx))
+		err = fmt.Errorf("etcdstore: %s: %w", what, context.Cause(wctx))
 	case resp.Err() != nil:
-		err = fmt.Errorf("etcdstore: watch %s: %w", kind, resp.Err())
+		err = fmt.Errorf("etcdstore: %s: %w", what, resp.Err())
 	case rev > 0:
 		return wch, cancel, rev - 1, nil
 	default:

@@ -59,7 +59,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 			return nil, err
 		}
 	}
-	wake, stopWatch := p.watch(ctx)
+	wake, stopWatch := p.state.Watch(ctx, p.slotKinds())
 	defer stopWatch()
 	entry, pos, err := p.enqueue(ctx, r.Owner, r.Session, ModeBlocking)
 	if err != nil {
@@ -74,8 +74,8 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 	g, err := p.await(ctx, entry, r.Owner, wake, r.NoWait, r.Wait, r.OnWait)
 	granted = g != nil
 	if err != nil && r.NoWait && errors.Is(err, ErrSaturated) {
-		live, _ := p.live(p.readQueue())
-		pos = p.position(entry.ID, len(live)-1) // the place it would take, counting itself
+		live, _ := p.queue(ctx)
+		pos = p.position(ctx, entry.ID, len(live)-1) // the place it would take, counting itself
 		return nil, &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
 	}
 	return g, err
@@ -94,8 +94,11 @@ func (p *Pool) saturatedNow(ctx context.Context) error {
 			return nil
 		}
 	}
-	live, _ := p.live(p.readQueue())
-	pos := p.position("", len(live))
+	live, err := p.queue(ctx)
+	if err != nil {
+		return err
+	}
+	pos := p.position(ctx, "", len(live))
 	return &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
 }
 
@@ -109,7 +112,7 @@ func (p *Pool) saturatedNow(ctx context.Context) error {
 // (see mayGrant), and a change to the queue makes the others re-read their
 // position, nothing more. So a release with 50 waiters wakes one attempt,
 // not 50 attempts racing with the one that matters.
-func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
+func (p *Pool) await(ctx context.Context, e Entry, owner string, wake Wakeups, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
 	start := time.Now()
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -135,8 +138,8 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, n
 			case noWait:
 				return nil, ErrSaturated
 			}
-			near = p.mayGrant(e.ID)
-			wake.listen(near)
+			near = p.mayGrant(ctx, e.ID)
+			wake.Listen(near)
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
 			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
@@ -166,7 +169,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, n
 		}
 		var slots <-chan struct{}
 		if near {
-			slots = wake.slots
+			slots = wake.Slots
 		}
 		select {
 		case <-ctx.Done():
@@ -178,15 +181,15 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, n
 			return nil, timedOut()
 		case <-slots:
 			attempt = true
-		case <-wake.queue:
-			near = p.mayGrant(e.ID)
+		case <-wake.Queue:
+			near = p.mayGrant(ctx, e.ID)
 			attempt = near
 			if near {
-				wake.listen(true) // before the attempt, so no release is missed
+				wake.Listen(true) // before the attempt, so no release is missed
 			}
 		case <-timer.C:
 			attempt = true
-			wake.listen(true)
+			wake.Listen(true)
 		}
 	}
 }
@@ -196,15 +199,27 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake wakeups, n
 // needs more free slots than live entries ahead that hold none, and free
 // slots plus slots held by entries ahead are at most all slots). An entry
 // that is not found says yes, so that the attempt reports it lost. One read
-// of queue.json, without the lock.
-func (p *Pool) mayGrant(id string) bool {
-	live, _ := p.live(p.readQueue())
+// of the queue, without the lock.
+func (p *Pool) mayGrant(ctx context.Context, id string) bool {
+	live, err := p.queue(ctx)
+	if err != nil {
+		return true // the attempt will report it
+	}
 	for i := range live {
 		if live[i].ID == id {
 			return i < len(p.cfg.Slots)
 		}
 	}
 	return true
+}
+
+// slotKinds are the lease kinds of the pool's slots.
+func (p *Pool) slotKinds() []string {
+	kinds := make([]string, len(p.cfg.Slots))
+	for i, s := range p.cfg.Slots {
+		kinds[i] = s.Kind
+	}
+	return kinds
 }
 
 // Queued is an async request waiting in the queue.
@@ -234,7 +249,7 @@ func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, err
 	if err != nil {
 		return nil, err
 	}
-	p.logEvent("request_queued", map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
+	p.logEvent(ctx, "request_queued", map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
 	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos, Entry: e}, nil
 }
 
@@ -248,7 +263,7 @@ func (p *Pool) Withdraw(ctx context.Context, requestID, owner string) error {
 	if err := p.dequeue(ctx, requestID, owner); err != nil {
 		return err
 	}
-	p.logEvent("request_withdrawn", map[string]any{"request_id": requestID, "owner": owner})
+	p.logEvent(ctx, "request_withdrawn", map[string]any{"request_id": requestID, "owner": owner})
 	return nil
 }
 
@@ -263,10 +278,14 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	if err := p.checkOwner(owner); err != nil {
 		return nil, err
 	}
-	wake, stopWatch := p.watch(ctx)
+	wake, stopWatch := p.state.Watch(ctx, p.slotKinds())
 	defer stopWatch()
+	queue, err := p.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var entry *Entry
-	for _, e := range p.readQueue() {
+	for _, e := range queue {
 		if e.ID == requestID {
 			entry = &e
 			break
@@ -278,7 +297,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	g, err := p.await(ctx, *entry, owner, wake, false, timeout, nil)
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
-		p.logEvent("request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})
+		p.logEvent(ctx, "request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})
 	}
 	return g, err
 }

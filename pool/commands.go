@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -157,7 +156,7 @@ func (p *Pool) deliverNudge(ctx context.Context, n Nudge) {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 		return
 	}
-	if err := p.appendLine(filepath.Join(p.dir, NudgesFile), json.RawMessage(line)); err != nil {
+	if err := p.state.AppendNudge(context.WithoutCancel(ctx), line); err != nil {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 	}
 	if p.cmds.nudge == "" {

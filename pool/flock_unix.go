@@ -21,11 +21,11 @@ import (
 // once, and their races for the lease's guard directory starved some of
 // them for tens of seconds; waiters blocked in flock(2) queue in the
 // kernel instead.
-func (p *Pool) lockLocal(ctx context.Context) (unlock func(), err error) {
-	if err := p.ensureDir(p.dir); err != nil {
+func (d *dirState) lockLocal(ctx context.Context) (unlock func(), err error) {
+	if err := d.ensureDir(d.dir); err != nil {
 		return nil, err
 	}
-	f, err := openDir(p.dir)
+	f, err := openDir(d.dir)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,10 @@ type slotPayload struct {
 // ErrQueueEntryLost when the entry is no longer queued.
 func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 	p.sweep(ctx, owner)
-	live, _ := p.live(p.readQueue())
+	live, err := p.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	idx := -1
 	for i := range live {
 		if live[i].ID == id {
@@ -167,7 +170,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 			return nil, err
 		}
 		if acq.TookOverExpired {
-			p.logEvent("slot_takeover_on_grant", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+			p.logEvent(ctx, "slot_takeover_on_grant", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 		}
 		p.leaveQueue(ctx, id, owner)
 		return p.prepare(ctx, s, acq.Record, entry)
@@ -201,9 +204,9 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 			}
 		}
 		serr := &SlotError{Err: sentinel, Slot: s, State: state, Cause: cause}
-		_ = p.writeJSON(p.grantPath(entry.ID), failureRecord{State: state, RequestID: entry.ID, ReqIDSnk: entry.ID,
+		_ = p.putGrant(ctx, entry.ID, failureRecord{State: state, RequestID: entry.ID, ReqIDSnk: entry.ID,
 			Slot: s.RawID, SlotID: s.RawID, Error: serr.Error(), At: p.stamp()})
-		p.logEvent(event, map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()})
+		p.logEvent(ctx, event, map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()})
 		return serr
 	}
 	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
@@ -237,10 +240,10 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	g := &Grant{RequestID: entry.ID, Mode: entry.Mode, Slot: s.RawID, Kind: s.Kind, Owner: rec.Owner,
 		Token: rec.Token, Fence: rec.Fence, TTLMinutes: rec.TTLMinutes, Attributes: s.Attributes, Env: env,
 		GrantedAt: p.stamp(), Fields: fields}
-	if err := p.writeJSON(p.grantPath(entry.ID), g); err != nil {
-		fmt.Fprintf(p.log, "pool: writing the grant file: %v\n", err)
+	if err := p.putGrant(ctx, entry.ID, g); err != nil {
+		fmt.Fprintf(p.log, "pool: writing the grant: %v\n", err)
 	}
-	p.logEvent("granted", map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "owner": rec.Owner, "mode": entry.Mode})
+	p.logEvent(ctx, "granted", map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "owner": rec.Owner, "mode": entry.Mode})
 	if entry.Mode == ModeAsync {
 		p.notify(ctx, Nudge{Event: p.cfg.NudgeEvent, Session: entry.Session, RequestID: entry.ID, Grant: g})
 	}

@@ -228,3 +228,14 @@ func grantFiles(t *testing.T, dir string) []string {
 	}
 	return m
 }
+
+// dirState is the pool's directory state (every test here but the
+// conformance suite runs on a directory store).
+func (p *Pool) dirState() *dirState { return p.state.(*dirState) }
+
+// readQueue returns every entry of queue.json, live or silent.
+func (p *Pool) readQueue() []Entry { return p.dirState().entries() }
+
+func (p *Pool) grantPath(requestID string) string { return p.dirState().grantPath(requestID) }
+
+func (p *Pool) lockLocal(ctx context.Context) (func(), error) { return p.dirState().lockLocal(ctx) }

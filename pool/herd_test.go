@@ -26,11 +26,11 @@ func TestMayGrant(t *testing.T) {
 			ids = append(ids, e.ID)
 		}
 		for i, id := range ids {
-			if got := tp.mayGrant(id); got != c.want[i] {
+			if got := tp.mayGrant(context.Background(), id); got != c.want[i] {
 				t.Errorf("%d slots: mayGrant(entry %d) = %v, want %v", len(tp.cfg.Slots), i, got, c.want[i])
 			}
 		}
-		if !tp.mayGrant("not-queued") {
+		if !tp.mayGrant(context.Background(), "not-queued") {
 			t.Error("mayGrant of an entry not queued = false")
 		}
 	}

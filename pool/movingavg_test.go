@@ -47,7 +47,7 @@ func TestMovingAvgRoundsAsTheNodeTool(t *testing.T) {
 				must(t, os.MkdirAll(tp.Dir(), 0o777))
 				must(t, os.WriteFile(filepath.Join(tp.Dir(), StatsFile), []byte(tt.stats), 0o666))
 			}
-			if got := tp.MovingAvg(); got != tt.want {
+			if got := tp.MovingAvg(context.Background()); got != tt.want {
 				t.Errorf("MovingAvg = %v, want %v", got, tt.want)
 			}
 			st, err := tp.Status(context.Background())

@@ -43,7 +43,7 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 	if err := p.checkOwner(owner); err != nil {
 		return nil, err
 	}
-	g, err := p.readGrantFile(requestID)
+	g, err := p.readGrant(ctx, requestID)
 	if err != nil {
 		return nil, err
 	}
@@ -51,12 +51,15 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 		return p.claimGrant(ctx, requestID, owner, g)
 	}
 	p.sweep(ctx, owner)
-	live, _ := p.live(p.readQueue())
+	live, err := p.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i, e := range live {
 		if e.ID == requestID {
 			// A place in the queue is no secret (status lists it too), so
 			// it is told to whoever asks, as the Node tool tells it.
-			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(e.ID, i), Entry: e}}, nil
+			return &Claim{Queued: &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: p.position(ctx, e.ID, i), Entry: e}}, nil
 		}
 	}
 	// Between leaving the queue and writing its grant file, a grant is
@@ -65,12 +68,12 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 	// implementation's grant goes through that window.
 	if s := p.slotGranting(ctx, requestID); s != nil {
 		// It may have finished meanwhile: the grant file decides.
-		if g, err := p.readGrantFile(requestID); err == nil && g != nil {
+		if g, err := p.readGrant(ctx, requestID); err == nil && g != nil {
 			return p.claimGrant(ctx, requestID, owner, g)
 		}
 		return &Claim{Queued: &Queued{RequestID: requestID, Provisioning: true, Slot: s, Position: Position{RequestID: requestID}}}, nil
 	}
-	if g, err := p.readGrantFile(requestID); err == nil && g != nil {
+	if g, err := p.readGrant(ctx, requestID); err == nil && g != nil {
 		return p.claimGrant(ctx, requestID, owner, g) // granted while the queue was read
 	}
 	return nil, fmt.Errorf("%w: request %s is neither queued nor granted (its waiter may have died); request again", ErrUnknownRequest, requestID)
@@ -203,24 +206,16 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 	}
 	out := &Released{Slot: s, Released: rel.Released, WasExpired: rel.WasExpired}
 	if rel.Released {
-		p.logEvent("released", map[string]any{"slot_id": s.RawID, "owner": bookkeeper, "forced": force})
+		p.logEvent(ctx, "released", map[string]any{"slot_id": s.RawID, "owner": bookkeeper, "forced": force})
 		p.sweep(ctx, bookkeeper)
 	}
 	return out, nil
 }
 
-// recordHold appends a hold time to stats.json, keeping the last
+// recordHold appends a hold time to the statistics, keeping the last
 // movingAvgWindow.
 func (p *Pool) recordHold(ctx context.Context, owner string, held time.Duration) {
-	err := p.withQueueLock(ctx, owner, func() error {
-		st := p.readStats()
-		st.DurationsMs = append(st.DurationsMs, float64(held.Milliseconds()))
-		if n := len(st.DurationsMs); n > movingAvgWindow {
-			st.DurationsMs = st.DurationsMs[n-movingAvgWindow:]
-		}
-		return p.writeJSON(p.statsPath(), st)
-	})
-	if err != nil {
+	if err := p.state.AddHold(ctx, owner, float64(held.Milliseconds()), movingAvgWindow); err != nil {
 		fmt.Fprintf(p.log, "pool: recording the hold time: %v\n", err)
 	}
 }
@@ -283,7 +278,7 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 		return s, err
 	}
 	if acq.TookOverExpired {
-		p.logEvent("slot_takeover_on_reprovision", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+		p.logEvent(ctx, "slot_takeover_on_reprovision", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 	}
 	err = p.resetAndCheck(ctx, s, acq.Record)
 	if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
@@ -294,7 +289,7 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 	if err != nil {
 		event, fields["error"] = "slot_reprovision_failed", err.Error()
 	}
-	p.logEvent(event, fields)
+	p.logEvent(ctx, event, fields)
 	return s, err
 }
 

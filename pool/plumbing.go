@@ -51,10 +51,13 @@ func (p *Pool) TryGrant(ctx context.Context, requestID, owner string) (*Grant, e
 	if g != nil || err != nil {
 		return g, err
 	}
-	live, _ := p.live(p.readQueue())
+	live, err := p.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i, e := range live {
 		if e.ID == requestID {
-			pos := p.position(e.ID, i)
+			pos := p.position(ctx, e.ID, i)
 			return nil, &QueueError{Err: ErrSaturated, RequestID: requestID, Position: pos.Position, EtaMs: pos.EtaMs}
 		}
 	}

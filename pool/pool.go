@@ -42,13 +42,17 @@ type Options struct {
 	Log io.Writer
 	// Env is the base environment of commands; nil means os.Environ().
 	Env []string
+	// State replaces the state the store's backend keeps for the pool
+	// (see [State]).
+	State State
 }
 
 // Pool is one pool of slots over a lease store.
 type Pool struct {
 	store  *lease.Store
+	state  State
 	cfg    *Config
-	dir    string
+	dir    string // "" when the state is not a directory
 	ttl    float64
 	poll   time.Duration
 	cmds   commands
@@ -65,11 +69,8 @@ type commands struct {
 // Open returns the pool described by cfg over store. It creates nothing on
 // disk; the pool's directory appears with its first write.
 func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
-	if store.Dir() == "" {
-		return nil, fmt.Errorf("%w: the pool needs a directory store: its queue, grants and log are files; %s is not one (pools on etcd are not supported yet)", ErrConfig, store.Where())
-	}
 	p := &Pool{
-		store: store, cfg: cfg, dir: filepath.Join(store.Dir(), cfg.Name),
+		store: store, cfg: cfg,
 		ttl: cfg.TTLMinutes, poll: DefaultPoll, log: opts.Log, env: opts.Env,
 		cmds: commands{provision: cfg.Provision, reset: cfg.Reset, health: cfg.Health, nudge: cfg.NudgeCommand},
 	}
@@ -126,14 +127,34 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	if p.notify == nil {
 		p.notify = p.deliverNudge
 	}
+	switch sp, ok := store.Backend().(StateProvider); {
+	case opts.State != nil:
+		p.state = opts.State
+	case store.Dir() != "":
+		p.dir = filepath.Join(store.Dir(), cfg.Name)
+		p.state = &dirState{p: p, dir: p.dir}
+	case ok:
+		st, err := sp.PoolState(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p.state = st
+	default:
+		return nil, fmt.Errorf("%w: the store %s keeps no pools: it is neither a directory nor a backend with pool state", ErrConfig, store.Where())
+	}
 	return p, nil
 }
 
 // Config is the pool's configuration.
 func (p *Pool) Config() *Config { return p.cfg }
 
-// Dir is the pool's state directory, <store>/<name>.
+// Dir is the pool's state directory, <store>/<name>, or "" when its state
+// is kept elsewhere (on etcd).
 func (p *Pool) Dir() string { return p.dir }
+
+// Where names the place the pool's state is kept: its directory, or a
+// URL under the store's.
+func (p *Pool) Where() string { return p.state.Where() }
 
 // Store is the lease store under the pool.
 func (p *Pool) Store() *lease.Store { return p.store }

@@ -442,7 +442,7 @@ func TestInvalidArguments(t *testing.T) {
 func TestReleaseStatsAndETA(t *testing.T) {
 	tp := newTestPool(t, oneSlotPool, Options{})
 	ctx := context.Background()
-	if got := tp.MovingAvg(); got != 8*time.Minute {
+	if got := tp.MovingAvg(context.Background()); got != 8*time.Minute {
 		t.Errorf("MovingAvg without history = %v, want the 8m seed", got)
 	}
 	for i := 1; i <= 12; i++ {
@@ -461,7 +461,7 @@ func TestReleaseStatsAndETA(t *testing.T) {
 	if !reflect.DeepEqual(st.DurationsMs, want) {
 		t.Errorf("durationsMs = %v, want the last 10: %v", st.DurationsMs, want)
 	}
-	if got := tp.MovingAvg(); got != 7500*time.Millisecond {
+	if got := tp.MovingAvg(context.Background()); got != 7500*time.Millisecond {
 		t.Errorf("MovingAvg = %v, want 7.5s", got)
 	}
 	if ev := eventsNamed(logEvents(t, tp.Dir()), "released"); len(ev) != 12 {

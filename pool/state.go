@@ -1,17 +1,12 @@
 package pool
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -74,63 +69,21 @@ type statsDoc struct {
 	DurationsMs []float64 `json:"durationsMs"`
 }
 
-// readJSON decodes path into v. A missing or unreadable file leaves v as it
-// is: the queue and the statistics are advisory and rebuild themselves.
-func readJSON(path string, v any) {
-	data, err := storefile.Read(path, maxStateBytes)
-	if err != nil {
-		return
-	}
-	_ = json.Unmarshal(data, v)
-}
-
-// writeJSON replaces path atomically (a temporary file renamed over it).
-func (p *Pool) writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := p.ensureDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	return storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'))
-}
-
-// ensureDir makes sure dir, the pool's directory or one under it, is a
-// real directory, so nothing written there lands outside the store.
-func (p *Pool) ensureDir(dir string) error {
-	if dir != p.dir {
-		if err := storefile.Dir(p.dir); err != nil {
-			return err
-		}
-	}
-	return storefile.Dir(dir)
-}
-
-// appendLine appends one JSON line with a single write to a file of the
-// pool's directory.
-func (p *Pool) appendLine(path string, v any) error {
-	line, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if err := p.ensureDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	return storefile.Append(path, append(line, '\n'))
-}
-
-// logEvent appends an event to pool.log; the journal is best effort.
 // maxStateBytes bounds what is read of a queue, statistics or grant file:
 // a queue of thousands of waiters fits many times over.
 const maxStateBytes = 4 << 20
 
-func (p *Pool) logEvent(event string, fields map[string]any) {
+// logEvent appends an event to the pool's log; the log is best effort.
+func (p *Pool) logEvent(ctx context.Context, event string, fields map[string]any) {
 	e := map[string]any{"at": lease.FormatTime(p.now()), "event": event}
 	for k, v := range fields {
 		e[k] = v
 	}
-	if err := p.appendLine(filepath.Join(p.dir, LogFile), orderedEvent(e)); err != nil {
+	line, err := json.Marshal(orderedEvent(e))
+	if err == nil {
+		err = p.state.AppendLog(context.WithoutCancel(ctx), line)
+	}
+	if err != nil {
 		fmt.Fprintf(p.log, "pool: journal: %v\n", err)
 	}
 }
@@ -165,38 +118,34 @@ func without(keys []string, drop ...string) []string {
 	return out
 }
 
-func (p *Pool) grantPath(requestID string) string {
-	return filepath.Join(p.dir, GrantsDir, requestID+".json")
+// putGrant stores the grant document of a request.
+func (p *Pool) putGrant(ctx context.Context, requestID string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return p.state.PutGrant(context.WithoutCancel(ctx), requestID, append(data, '\n'))
 }
 
-// readGrantFile returns the grant file of a request as raw fields, or nil.
-func (p *Pool) readGrantFile(requestID string) (map[string]json.RawMessage, error) {
-	data, err := storefile.Read(p.grantPath(requestID), maxStateBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+// readGrant returns the grant document of a request as raw fields, or nil.
+func (p *Pool) readGrant(ctx context.Context, requestID string) (map[string]json.RawMessage, error) {
+	data, err := p.state.Grant(ctx, requestID)
+	if err != nil || data == nil {
 		return nil, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("pool: grant file %s is not a JSON object", p.grantPath(requestID))
+		return nil, fmt.Errorf("pool: the grant of request %s in %s is not a JSON object", requestID, p.state.Where())
 	}
 	return m, nil
-}
-
-func (p *Pool) readStats() statsDoc {
-	st := statsDoc{DurationsMs: []float64{}}
-	readJSON(filepath.Join(p.dir, StatsFile), &st)
-	return st
 }
 
 // MovingAvg is the mean of the last hold durations, rounded to the
 // millisecond as the Node tool rounds it (half up: [1000, 1001] averages
 // 1001 ms), or the seed when there is no history. Both tools give the
 // same ETAs from one stats.json.
-func (p *Pool) MovingAvg() time.Duration {
-	d := p.readStats().DurationsMs
+func (p *Pool) MovingAvg(ctx context.Context) time.Duration {
+	d, _ := p.state.Holds(ctx)
 	if len(d) == 0 {
 		return p.cfg.MovingAvgSeed
 	}
@@ -216,27 +165,4 @@ func roundHalfUp(x float64) float64 {
 		return f + 1
 	}
 	return f
-}
-
-// sweepGrants deletes grant files older than grantMaxAge: only regular
-// files named as grants are, in a grants directory that is not a symlink.
-func (p *Pool) sweepGrants() {
-	dir := filepath.Join(p.dir, GrantsDir)
-	if !storefile.IsDir(p.dir) || !storefile.IsDir(dir) {
-		return
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	now := p.now()
-	for _, e := range entries {
-		id, isJSON := strings.CutSuffix(e.Name(), ".json")
-		if !e.Type().IsRegular() || !isJSON || !validRequestID(id) {
-			continue
-		}
-		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > grantMaxAge {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }

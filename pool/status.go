@@ -2,12 +2,10 @@ package pool
 
 import (
 	"context"
-	"path/filepath"
+	"encoding/json"
 
 	"github.com/durable-lease/durable-lease/lease"
 )
-
-func (p *Pool) statsPath() string { return filepath.Join(p.dir, StatsFile) }
 
 // SlotStatus is one slot as status reports it.
 type SlotStatus struct {
@@ -35,7 +33,7 @@ type QueuedEntry struct {
 
 // Status reads the pool without taking any lock.
 func (p *Pool) Status(ctx context.Context) (*Status, error) {
-	out := &Status{Store: p.store.Dir(), Dir: p.dir, MovingAvgMs: p.MovingAvg().Milliseconds()}
+	out := &Status{Store: p.store.Where(), Dir: p.state.Where(), MovingAvgMs: p.MovingAvg(ctx).Milliseconds()}
 	for _, s := range p.cfg.Slots {
 		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
@@ -50,7 +48,10 @@ func (p *Pool) Status(ctx context.Context) (*Status, error) {
 		}
 		out.Slots = append(out.Slots, ss)
 	}
-	live, _ := p.live(p.readQueue())
+	live, err := p.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	avg := out.MovingAvgMs
 	for i, e := range live {
 		out.Queue = append(out.Queue, QueuedEntry{Entry: e, Position: Position{RequestID: e.ID, Position: i + 1, EtaMs: int64(i+1) * avg, AvgMs: avg}})
@@ -65,6 +66,24 @@ func (p *Pool) Pump(ctx context.Context, owner string) (Swept, error) {
 		return Swept{}, err
 	}
 	sw := p.sweep(ctx, owner)
-	p.sweepGrants()
+	p.state.SweepGrants(ctx, grantMaxAge)
 	return sw, nil
+}
+
+// Log returns the pool's log, oldest first: one JSON object an event,
+// each with "at" and "event". Lines that are not JSON objects (a torn
+// line of a crashed writer) are left out.
+func (p *Pool) Log(ctx context.Context) ([]json.RawMessage, error) {
+	lines, err := p.state.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, 0, len(lines))
+	for _, l := range lines {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(l, &obj) == nil && obj != nil {
+			out = append(out, json.RawMessage(l))
+		}
+	}
+	return out, nil
 }

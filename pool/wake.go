@@ -10,21 +10,21 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// watch returns the waiter's wakeups, with fsnotify (Linux has its own,
+// Watch returns the waiter's wake-ups, with fsnotify (Linux has its own,
 // with a narrower event mask: wake_linux.go). It never fails: without events
 // (the directories cannot be watched) the channels stay silent and waiters
 // poll. stop releases the watcher (in the background).
-func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
+func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
-	wk := wakeups{slots: slots, queue: queue, listen: func(bool) {}}
+	wk := Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return wk, func() {}
 	}
-	queueName := filepath.Join(p.dir, QueueFile)
+	queueName := d.queuePath()
 	names := map[string]chan struct{}{queueName: queue}
-	for _, s := range p.cfg.Slots {
-		names[filepath.Join(p.store.Dir(), s.Kind+".json")] = slots
+	for _, kind := range slotKinds {
+		names[filepath.Join(d.p.store.Dir(), kind+".json")] = slots
 	}
 	signal := func(ch chan struct{}) {
 		select {
@@ -34,16 +34,16 @@ func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
 	}
 	// Both directories must exist to be watched; creating them is harmless
 	// (every waiter writes there right after).
-	_ = p.ensureDir(p.dir)
-	for _, d := range []string{p.store.Dir(), p.dir} {
-		if err := w.Add(d); err != nil {
+	_ = d.ensureDir(d.dir)
+	for _, dir := range []string{d.p.store.Dir(), d.dir} {
+		if err := w.Add(dir); err != nil {
 			w.Close()
 			return wk, func() {}
 		}
 	}
 	var mu sync.Mutex
 	watching := true
-	wk.listen = func(on bool) {
+	wk.Listen = func(on bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if on == watching {
@@ -51,9 +51,9 @@ func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
 		}
 		var err error
 		if on {
-			err = w.Add(p.store.Dir())
+			err = w.Add(d.p.store.Dir())
 		} else {
-			err = w.Remove(p.store.Dir())
+			err = w.Remove(d.p.store.Dir())
 		}
 		if err == nil {
 			watching = on

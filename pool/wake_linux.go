@@ -25,15 +25,15 @@ const (
 	poolMask  = unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
 )
 
-// watch returns the waiter's wakeups, from one inotify descriptor with a
+// Watch returns the waiter's wake-ups, from one inotify descriptor with a
 // watch on the pool directory (queue.json) and, while listen(true), one on
 // the store directory (the slot records). It never fails: without events
 // the channels stay silent and waiters poll. stop releases the descriptor
 // (in the background: closing an inotify descriptor waits for the
 // kernel, which took milliseconds, between a grant and its caller).
-func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
+func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
-	wk := wakeups{slots: slots, queue: queue, listen: func(bool) {}}
+	wk := Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
 	signal := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -42,12 +42,12 @@ func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
 	}
 	// The pool directory must exist to be watched; creating it is harmless
 	// (every waiter writes there right after).
-	_ = p.ensureDir(p.dir)
+	_ = d.ensureDir(d.dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return wk, func() {}
 	}
-	poolWd, err := unix.InotifyAddWatch(fd, p.dir, poolMask|unix.IN_ONLYDIR)
+	poolWd, err := unix.InotifyAddWatch(fd, d.dir, poolMask|unix.IN_ONLYDIR)
 	if err != nil {
 		unix.Close(fd)
 		return wk, func() {}
@@ -55,13 +55,13 @@ func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
 	var storeWd atomic.Int32
 	storeWd.Store(-1)
 	var mu sync.Mutex
-	wk.listen = func(on bool) {
+	wk.Listen = func(on bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		cur := int(storeWd.Load())
 		switch {
 		case on && cur < 0:
-			wd, err := unix.InotifyAddWatch(fd, p.store.Dir(), storeMask|unix.IN_ONLYDIR)
+			wd, err := unix.InotifyAddWatch(fd, d.p.store.Dir(), storeMask|unix.IN_ONLYDIR)
 			if err != nil {
 				signal(slots) // not watched: the poll remains, and a re-check now
 				return
@@ -72,10 +72,10 @@ func (p *Pool) watch(ctx context.Context) (wakeups, func()) {
 			_, _ = unix.InotifyRmWatch(fd, uint32(cur))
 		}
 	}
-	wk.listen(true)
-	slotNames := make(map[string]bool, len(p.cfg.Slots))
-	for _, s := range p.cfg.Slots {
-		slotNames[s.Kind+".json"] = true
+	wk.Listen(true)
+	slotNames := make(map[string]bool, len(slotKinds))
+	for _, kind := range slotKinds {
+		slotNames[kind+".json"] = true
 	}
 	// A non-blocking descriptor handed to os.NewFile joins the runtime
 	// poller, so Close interrupts a pending Read.

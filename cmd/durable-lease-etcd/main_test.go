@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -83,14 +84,24 @@ func TestCLIsHandEtcdStoresOff(t *testing.T) {
 		t.Fatalf("pool-run on etcd: exit %d %q %s", pr.code, pr.stdout, pr.stderr)
 	}
 
-	// Pools keep their state in a directory; on etcd they are refused.
+	// A pool on etcd: acquire a slot (the grant carries its fence), see it
+	// in status with the state's place, release it.
 	poolFile := filepath.Join(t.TempDir(), "pool.json")
-	if err := os.WriteFile(poolFile, []byte(`{"name":"p","slots":[{"id":1}]}`), 0o644); err != nil {
+	if err := os.WriteFile(poolFile, []byte(`{"name":"p","slots":[{"id":1},{"id":2}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := run(t, noPath, filepath.Join(bin, "pool"), "status", "--pool", poolFile, "--store", url)
-	if p.code != 2 || !strings.Contains(p.stdout, "directory store") {
-		t.Fatalf("pool on etcd: exit %d %s", p.code, p.stdout)
+	g := run(t, noPath, filepath.Join(bin, "pool"), "acquire", "--pool", poolFile, "--store", url, "--owner", "agent-1", "--no-wait")
+	if g.code != 0 || g.out["ok"] != true || g.out["slot"] != float64(1) || g.out["fence"] == nil {
+		t.Fatalf("pool acquire on etcd: exit %d %s %s", g.code, g.stdout, g.stderr)
+	}
+	st := run(t, noPath, filepath.Join(bin, "pool"), "status", "--pool", poolFile, "--store", url)
+	if st.code != 0 || !strings.HasPrefix(fmt.Sprint(st.out["poolDir"]), url+"/pool/p") || !strings.Contains(st.stdout, `"held"`) {
+		t.Fatalf("pool status on etcd: exit %d %s %s", st.code, st.stdout, st.stderr)
+	}
+	rel := run(t, noPath, filepath.Join(bin, "pool"), "release", "--pool", poolFile, "--store", url, "--owner", "agent-1",
+		"--slot", "1", "--token", fmt.Sprint(g.out["token"]))
+	if rel.code != 0 || rel.out["released"] != true {
+		t.Fatalf("pool release on etcd: exit %d %s %s", rel.code, rel.stdout, rel.stderr)
 	}
 
 	// Without durable-lease-etcd beside it or on PATH: a usage error.

@@ -20,6 +20,9 @@
 //	jsondelta [-in FILE] [-line N] FROM TO MS|MIN..MAX
 //	                               timestamp field TO is MS (or MIN to MAX) milliseconds after FROM
 //	sleep DURATION                 pause, e.g. `sleep 1500ms`
+//	snapshot                       write the store's contents as the directory
+//	                               store's files under $WORK/store (on etcd;
+//	                               a no-op on the directory store)
 //
 // PATH is a dotted path such as .record.owner or .leases[0].kind; "." is the
 // whole value. json with PATH alone asserts the field is present (negated:
@@ -30,12 +33,14 @@
 // string field), len (length of an array, object or string) and type
 // (string, number, bool, null, array, object).
 //
-// The scripts run on the directory store here, and those about leases and
-// pool-run (lease_*, poolrun_*) also on an embedded etcd in ./etcd when
-// DL_TEST_BACKEND=etcd. The condition [etcd] is true there: a script
-// guards what inspects the store's files with [!etcd], gives a line that
-// differs on etcd an [etcd] variant, and sets LEASE_STORE only under
-// [!etcd] (on etcd it is set for it, to a prefix of its own).
+// The scripts run on the directory store here, and those about leases,
+// pools and pool-run (lease_*, pool_*, poolrun_*) also on an embedded etcd
+// in ./etcd when DL_TEST_BACKEND=etcd. The condition [etcd] is true there:
+// a script runs snapshot before it reads the store's files (so on etcd it
+// reads the keys, laid out as files), guards what plants or damages files
+// in the store with [!etcd], gives a line that differs on etcd an [etcd]
+// variant, and sets LEASE_STORE only under [!etcd] (on etcd it is set for
+// it, to a prefix of its own).
 //
 // Every script starts from testscript's clean environment: nothing such as
 // LEASE_STORE or LEASE_OWNER_PATTERN leaks in from the developer's shell;

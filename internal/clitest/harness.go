@@ -106,6 +106,14 @@ func Params(dir string) testscript.Params {
 			"jsondelta": cmdJSONDelta,
 			"sleep":     cmdSleep,
 			"stamp":     cmdStamp,
+			// snapshot writes what the store holds as the directory
+			// store's files under $WORK/store, for the assertions that
+			// read them; on the directory store they are there already.
+			"snapshot": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 0 {
+					ts.Fatalf("usage: snapshot")
+				}
+			},
 		},
 	}
 }

@@ -135,7 +135,7 @@ func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags, timeoutMs
 		return 0, err
 	}
 	args := []string{filepath.Base(os.Args[0]), "waiter", "--request", id, "--owner", owner,
-		"--pool", p.Config().File, "--store", p.Store().Dir(),
+		"--pool", p.Config().File, "--store", p.Store().Where(),
 		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64), "--timeout-ms", strconv.FormatInt(timeoutMs, 10)}
 	if w.PollMs > 0 {
 		args = append(args, "--poll-ms", strconv.FormatInt(w.PollMs, 10))

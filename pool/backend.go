@@ -1,0 +1,88 @@
+package pool
+
+import (
+	"context"
+	"time"
+)
+
+// State is where a pool keeps everything that is not a slot lease: its
+// queue of waiters, the hold times behind its ETAs, the grant documents of
+// async requests, its nudges and its log, and the wake-ups of its waiters.
+// The slot leases themselves live in the [lease.Store] under the pool, so
+// a State goes with the store's backend: files in <store>/<name>/ for a
+// directory store (docs/PROTOCOL.md §6), keys under the store's prefix on
+// etcd (§8.4). Everything above it (acquire, claim, release, pump, status)
+// is the same code on both.
+//
+// Methods that fail with an error matching lease.ErrUnavailable could not
+// reach the place the state is kept; the others' errors are the state's
+// own.
+type State interface {
+	// Where names the state for people (status prints it as "dir").
+	Where() string
+
+	// Queue returns the live entries, first first, without a lock: the
+	// entries whose waiter is still heartbeating them. stale is how many
+	// silent entries the state still holds; a sweep drops them.
+	Queue(ctx context.Context) (live []Entry, stale int, err error)
+	// UpdateQueue replaces the live queue with what fn returns, atomically
+	// with respect to every other UpdateQueue of the pool, and drops the
+	// silent entries in the same change, returning them (for the pool's
+	// log). fn gets the live entries and returns them filtered, changed
+	// (a new heartbeat) and with new entries appended at the end; it must
+	// not reorder them, and may be called more than once, so it must have
+	// no effects of its own. Nothing is written when fn's result is the
+	// live queue as it was and nothing was silent. owner is who makes the
+	// change, for a lock that names its holder.
+	UpdateQueue(ctx context.Context, owner string, fn func(live []Entry) ([]Entry, error)) (dropped []Entry, err error)
+
+	// Holds returns the recent hold durations in milliseconds, oldest
+	// first (empty when there are none or they cannot be read: they only
+	// feed ETAs).
+	Holds(ctx context.Context) ([]float64, error)
+	// AddHold appends a hold duration, keeping the last keep of them.
+	AddHold(ctx context.Context, owner string, ms float64, keep int) error
+
+	// PutGrant stores the grant document of request id (a grant, or the
+	// record of a failed one), replacing any.
+	PutGrant(ctx context.Context, id string, doc []byte) error
+	// Grant returns the grant document of request id, or nil when there
+	// is none.
+	Grant(ctx context.Context, id string) ([]byte, error)
+	// SweepGrants deletes grant documents older than maxAge.
+	SweepGrants(ctx context.Context, maxAge time.Duration)
+
+	// AppendLog adds one line (a JSON object, without its newline) to the
+	// pool's log, and AppendNudge one to its nudges.
+	AppendLog(ctx context.Context, line []byte) error
+	AppendNudge(ctx context.Context, line []byte) error
+	// Log returns the pool's log lines, oldest first.
+	Log(ctx context.Context) ([][]byte, error)
+
+	// Watch starts the wake-ups of one waiter, for the slots whose lease
+	// kinds are given. It never fails: a state that cannot watch leaves
+	// the channels silent, and the waiter polls. stop ends the watch.
+	Watch(ctx context.Context, slotKinds []string) (w Wakeups, stop func())
+}
+
+// StateProvider is implemented by lease backends that keep pools' state
+// too (package etcdstore's). [Open] finds it on the store's backend.
+type StateProvider interface {
+	// PoolState returns the state of the pool cfg describes.
+	PoolState(cfg *Config) (State, error)
+}
+
+// Wakeups are the channels of a waiter's watch. Slots receives a value
+// soon after a slot lease may have been freed, Queue soon after an entry
+// joined or left the queue, so a waiter re-checks within milliseconds of a
+// release instead of at its next poll. They are separate so that a waiter
+// that cannot be granted whatever the slots do (too far back in the queue)
+// listens to the queue only: a release then wakes the waiters that could
+// take the slot, not every waiter (a herd). Values may be spurious; a
+// waiter always re-reads.
+type Wakeups struct {
+	Slots, Queue <-chan struct{}
+	// Listen starts or stops the slot wake-ups; it returns once they are
+	// in place, so an attempt made after Listen(true) misses nothing.
+	Listen func(on bool)
+}

@@ -1,0 +1,55 @@
+package pool_test
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool/pooltest"
+)
+
+// stepClock is a fake clock that the harness advances.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// TestConformanceDirectory runs the pool state conformance suite on the
+// directory store, on a fake clock shared by every client of a store.
+func TestConformanceDirectory(t *testing.T) {
+	var mu sync.Mutex
+	clocks := map[string]*stepClock{}
+	open := func(t *testing.T, dir string) *lease.Store {
+		mu.Lock()
+		c := clocks[dir]
+		if c == nil {
+			c = &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+			clocks[dir] = c
+		}
+		mu.Unlock()
+		s, err := lease.Open(dir, lease.WithClock(c), lease.WithOwnerPattern(`^pt-[a-z0-9]+$`),
+			lease.WithPollInterval(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pooltest.Run(t, pooltest.Harness{
+		TTLMinutes:  1,
+		WaiterStale: 90 * time.Second,
+		New:         func(t *testing.T) *lease.Store { return open(t, filepath.Join(t.TempDir(), "store")) },
+		Client:      func(t *testing.T, s *lease.Store) *lease.Store { return open(t, s.Dir()) },
+		Pass: func(t *testing.T, s *lease.Store, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			clocks[s.Dir()].advance(d)
+		},
+		Margin: time.Millisecond,
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,6 +103,16 @@ func TestCLIsHandEtcdStoresOff(t *testing.T) {
 		"--slot", "1", "--token", fmt.Sprint(g.out["token"]))
 	if rel.code != 0 || rel.out["released"] != true {
 		t.Fatalf("pool release on etcd: exit %d %s %s", rel.code, rel.stdout, rel.stderr)
+	}
+	// pool-run on a pool on etcd: a slot for the command, released after.
+	pr = run(t, noPath, filepath.Join(bin, "pool-run"), "--pool", poolFile, "--owner", "agent-2", "--store", url, "--",
+		"sh", "-c", `echo "slot=$POOL_RUN_SLOT fence=$POOL_RUN_FENCE"`)
+	if pr.code != 0 || !regexp.MustCompile(`^slot=1 fence=[1-9][0-9]*\n$`).MatchString(pr.stdout) {
+		t.Fatalf("pool-run --pool on etcd: exit %d %q %s", pr.code, pr.stdout, pr.stderr)
+	}
+	st = run(t, noPath, filepath.Join(bin, "pool"), "status", "--pool", poolFile, "--store", url)
+	if st.code != 0 || strings.Contains(st.stdout, `"held"`) {
+		t.Fatalf("pool status after pool-run: exit %d %s", st.code, st.stdout)
 	}
 
 	// Without durable-lease-etcd beside it or on PATH: a usage error.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/lease"
@@ -78,4 +79,21 @@ func FuzzParseURL(f *testing.F) {
 			t.Errorf("%q parsed to %v, which parses to %v, %v", s, loc, again, err)
 		}
 	})
+}
+
+// TestExpiryMargin: a quarter of the TTL, at least a second, and never
+// more than half the TTL (a one-second lease is not lost on arrival).
+func TestExpiryMargin(t *testing.T) {
+	var b etcdstore.Backend
+	for _, tt := range []struct{ ttl, want time.Duration }{
+		{time.Second, 500 * time.Millisecond},
+		{2 * time.Second, time.Second},
+		{3 * time.Second, time.Second},
+		{8 * time.Second, 2 * time.Second},
+		{time.Hour, 15 * time.Minute},
+	} {
+		if got := b.ExpiryMargin(tt.ttl); got != tt.want {
+			t.Errorf("ExpiryMargin(%s) = %s, want %s", tt.ttl, got, tt.want)
+		}
+	}
 }

@@ -48,7 +48,7 @@ func run(t *testing.T, env []string, bin string, args ...string) result {
 // hand the command line to durable-lease-etcd beside them, and the
 // leases live on the cluster; without that executable the URL is a usage
 // error; an unreachable cluster is exit 3 within the documented bound;
-// pools refuse a store that is not a directory.
+// pools and pool-run --pool keep their state on the cluster too.
 func TestCLIsHandEtcdStoresOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLIs and starts etcd")
@@ -137,5 +137,50 @@ func TestCLIsHandEtcdStoresOff(t *testing.T) {
 	d := run(t, noPath, lease, "status", "--kind", "baton", "--store", "etcd://"+dead+"/x")
 	if d.code != 3 || d.out["code"] != "unavailable" || time.Since(start) > 15*time.Second {
 		t.Fatalf("unreachable: exit %d after %v: %s", d.code, time.Since(start), d.stdout)
+	}
+}
+
+// TestPoolLastSlotRace: processes, each its own etcd client, race with
+// pool acquire --no-wait for the last free slot of a pool on etcd:
+// exactly one gets it, the others are refused as saturated (exit 1), and
+// nobody is left in the queue.
+func TestPoolLastSlotRace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLIs and starts etcd")
+	}
+	bin := t.TempDir()
+	build(t, bin, "pool", "durable-lease-etcd")
+	c := etcdtest.Start(t)
+	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + c.URL("race")}
+	poolFile := filepath.Join(t.TempDir(), "pool.json")
+	if err := os.WriteFile(poolFile, []byte(`{"name":"dbs","slots":[{"id":"a"},{"id":"b"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool := filepath.Join(bin, "pool")
+	if r := run(t, env, pool, "acquire", "--pool", poolFile, "--owner", "first", "--no-wait"); r.code != 0 {
+		t.Fatalf("first acquire: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	const n = 12
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func() { results <- runQuiet(env, pool, "acquire", "--pool", poolFile, "--owner", fmt.Sprintf("racer-%d", i), "--no-wait") }()
+	}
+	won := 0
+	for i := 0; i < n; i++ {
+		r := <-results
+		switch {
+		case r.code == 0 && r.out["slot"] == "b":
+			won++
+		case r.code == 1 && r.out["code"] == "saturated":
+		default:
+			t.Errorf("racer: exit %d %s %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d racers won the last slot, want exactly 1", won)
+	}
+	st := run(t, env, pool, "status", "--pool", poolFile)
+	if q, _ := st.out["queue"].([]any); st.code != 0 || len(q) != 0 {
+		t.Fatalf("status after the race: exit %d %s", st.code, st.stdout)
 	}
 }

@@ -14,6 +14,9 @@ type SlotStatus struct {
 	Holder    string
 	ExpiresAt string
 	Record    *lease.Record
+	// Quarantine is set when the slot is out of rotation (its lease is
+	// held by a quarantine; see [Pool.Quarantine]).
+	Quarantine *Quarantine
 }
 
 // Status is a lock-free overview of the pool.
@@ -86,4 +89,11 @@ func (p *Pool) Log(ctx context.Context) ([]json.RawMessage, error) {
 		}
 	}
 	return out, nil
+}
+
+// Watch returns wake-ups for someone following the pool (a live view):
+// Slots after a slot may have been freed, Queue after the queue changed.
+// stop ends them. Without change notifications the channels stay silent.
+func (p *Pool) Watch(ctx context.Context) (Wakeups, func()) {
+	return p.state.Watch(ctx, p.slotKinds())
 }

@@ -88,17 +88,22 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 // renamed into place); a slot freed just after it is a race the caller
 // lost a moment earlier. It returns nil when some slot is not plainly held.
 func (p *Pool) saturatedNow(ctx context.Context) error {
+	slots := make([]SlotStatus, 0, len(p.cfg.Slots))
 	for _, s := range p.cfg.Slots {
 		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil || st.State != lease.Held {
 			return nil
 		}
+		slots = append(slots, p.slotStatus(s, st))
+	}
+	if allQuarantined(slots) {
+		return p.quarantinedError()
 	}
 	live, err := p.queue(ctx)
 	if err != nil {
 		return err
 	}
-	pos := p.position(ctx, "", len(live))
+	pos := p.model(ctx, slots).position("", len(live))
 	return &QueueError{Err: ErrSaturated, Position: pos.Position, EtaMs: pos.EtaMs}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -44,12 +45,19 @@ func (p *Pool) run(ctx context.Context, action provision.Action, s *Slot, script
 
 // runShell is the default Runner: the script runs in-process in the pool's
 // working directory, with the slot id as its last argument and its output
-// on the pool's log (the CLI's stderr).
+// on the pool's log (the CLI's stderr); a failure keeps the end of that
+// output (see failureOutput).
 func (p *Pool) runShell(ctx context.Context, action provision.Action, s *Slot, script string) error {
 	env := append(append([]string{}, p.env...), provision.SlotEnv(s.provisionSlot(), action)...)
-	return provision.Run(ctx, provision.Command{
-		Script: script, Dir: p.cfg.Dir, Env: env, SlotID: s.ID, Stdout: p.log, Stderr: p.log,
+	out := &tail{max: maxOutputBytes}
+	w := io.MultiWriter(p.log, out)
+	err := provision.Run(ctx, provision.Command{
+		Script: script, Dir: p.cfg.Dir, Env: env, SlotID: s.ID, Stdout: w, Stderr: w,
 	})
+	if err != nil {
+		return &outputError{err: err, output: out.String()}
+	}
+	return nil
 }
 
 // heldBeat is the longest gap between heartbeats while a command runs on a

@@ -21,6 +21,13 @@ const (
 	// DefaultTTLMinutes is a slot lease's TTL: long enough for a heartbeat
 	// loop that beats every few minutes to survive a slow machine.
 	DefaultTTLMinutes = 30
+	// DefaultQuarantineAfter is quarantineAfter's default: three failures
+	// of a slot in a row take it out of rotation.
+	DefaultQuarantineAfter = 3
+	// MaxQuarantineAfter bounds quarantineAfter.
+	MaxQuarantineAfter = 1000
+	// MinProbe is the shortest probeMs accepted.
+	MinProbe = time.Second
 	// MinWaiterStale is the shortest waiterStaleMs accepted: waiters poll
 	// every third of it, and more often would only churn the queue.
 	MinWaiterStale = 100 * time.Millisecond
@@ -53,6 +60,11 @@ type Config struct {
 	TTLMinutes    float64
 	WaiterStale   time.Duration
 	MovingAvgSeed time.Duration
+	// QuarantineAfter is how many failed provisions or health checks of a
+	// slot in a row take it out of rotation (quarantineAfter; 0: never).
+	QuarantineAfter int
+	// Probe is how often pump health-checks free slots (probeMs; 0: never).
+	Probe time.Duration
 	// Dir is the working directory of commands: the pool file's cwd
 	// resolved against the file's directory.
 	Dir          string
@@ -96,7 +108,7 @@ var (
 	knownPoolFields = []string{
 		"name", "kindPrefix", "queueLockKind", "nudgeEvent", "shellPrefix", "bookkeeper",
 		"ttlMinutes", "waiterStaleMs", "movingAvgSeedMs", "cwd", "provision", "reset",
-		"health", "nudgeCommand", "grantEnv", "grantFields", "slots",
+		"health", "nudgeCommand", "grantEnv", "grantFields", "slots", "quarantineAfter", "probeMs",
 	}
 )
 
@@ -141,7 +153,7 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	}
 	c := &Config{Name: DefaultName, KindPrefix: DefaultKindPrefix, NudgeEvent: DefaultNudgeEvent,
 		ShellPrefix: DefaultShellPrefix, TTLMinutes: DefaultTTLMinutes,
-		WaiterStale: DefaultWaiterStale, MovingAvgSeed: DefaultMovingAvgSeed}
+		WaiterStale: DefaultWaiterStale, MovingAvgSeed: DefaultMovingAvgSeed, QuarantineAfter: DefaultQuarantineAfter}
 	cwd := "."
 	for _, f := range []struct {
 		name string
@@ -201,6 +213,20 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	}
 	if _, set := top["ttlMinutes"]; set && !lease.ValidTTL(c.TTLMinutes) {
 		return nil, configErr("$.ttlMinutes", "must be %s", lease.TTLRange)
+	}
+	if raw, ok := top["quarantineAfter"]; ok {
+		var n float64
+		if err := json.Unmarshal(raw, &n); err != nil || n != math.Trunc(n) || n < 0 || n > MaxQuarantineAfter {
+			return nil, configErr("$.quarantineAfter", "must be a whole number from 0 (never) to %d", MaxQuarantineAfter)
+		}
+		c.QuarantineAfter = int(n)
+	}
+	if raw, ok := top["probeMs"]; ok {
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil || math.IsNaN(v) || v != 0 && (v < float64(MinProbe.Milliseconds()) || v > maxDurationMs) {
+			return nil, configErr("$.probeMs", "must be 0 (never) or from %d to %d", MinProbe.Milliseconds(), int64(maxDurationMs))
+		}
+		c.Probe = time.Duration(v * float64(time.Millisecond))
 	}
 	if _, set := top["waiterStaleMs"]; set && c.WaiterStale < MinWaiterStale {
 		return nil, configErr("$.waiterStaleMs", "must be at least %d: a waiter re-checks every third of it", MinWaiterStale.Milliseconds())

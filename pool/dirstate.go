@@ -130,9 +130,24 @@ func (d *dirState) SweepGrants(_ context.Context, maxAge time.Duration) {
 	}
 }
 
+// logRotateBytes is the size at which pool.log is rotated: renamed to
+// pool.log.1 (replacing the older one) before the next append, so the
+// log of a pool used for years stays under about twice this. Appenders
+// that opened the old file a moment before finish their line there.
+const logRotateBytes = 4 << 20
+
 func (d *dirState) AppendLog(_ context.Context, line []byte) error {
-	return d.appendLine(filepath.Join(d.dir, LogFile), line)
+	path := filepath.Join(d.dir, LogFile)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= logRotateBytes {
+		if err := os.Rename(path, path+rotatedSuffix); err != nil {
+			fmt.Fprintf(d.p.log, "pool: rotating %s: %v\n", path, err)
+		}
+	}
+	return d.appendLine(path, line)
 }
+
+// rotatedSuffix names the older generation of pool.log.
+const rotatedSuffix = ".1"
 
 func (d *dirState) AppendNudge(_ context.Context, line []byte) error {
 	return d.appendLine(filepath.Join(d.dir, NudgesFile), line)
@@ -141,18 +156,21 @@ func (d *dirState) AppendNudge(_ context.Context, line []byte) error {
 // maxLogBytes bounds what is read of pool.log.
 const maxLogBytes = 64 << 20
 
+// Log reads pool.log.1, then pool.log.
 func (d *dirState) Log(context.Context) ([][]byte, error) {
-	data, err := storefile.Read(filepath.Join(d.dir, LogFile), maxLogBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var lines [][]byte
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			lines = append(lines, []byte(line))
+	for _, name := range []string{LogFile + rotatedSuffix, LogFile} {
+		data, err := storefile.Read(filepath.Join(d.dir, name), maxLogBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				lines = append(lines, []byte(line))
+			}
 		}
 	}
 	return lines, nil

@@ -33,6 +33,11 @@ var (
 	ErrUnknownRequest = errors.New("pool: unknown request")
 	// ErrQueueBusy reports that the queue lock stayed held past its bound.
 	ErrQueueBusy = errors.New("pool: queue lock busy")
+	// ErrQuarantined reports that every slot of the pool is quarantined,
+	// so no waiter could ever be granted one.
+	ErrQuarantined = errors.New("pool: quarantined")
+	// ErrNotQuarantined reports an unquarantine of a slot in rotation.
+	ErrNotQuarantined = errors.New("pool: not quarantined")
 )
 
 // QueueError carries a waiter's place in the queue when it was refused:
@@ -46,7 +51,7 @@ type QueueError struct {
 }
 
 func (e *QueueError) Error() string {
-	return fmt.Sprintf("%v: queue position %d, eta %s", e.Err, e.Position, FormatEta(e.EtaMs))
+	return fmt.Sprintf("%v: queue position %d, eta %s", e.Err, e.Position, EtaText(e.EtaMs))
 }
 
 func (e *QueueError) Unwrap() error { return e.Err }

@@ -141,11 +141,15 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 		aheadIDs[e.ID] = true
 	}
 	var free []*Slot
-	grantedAhead := 0
+	grantedAhead, quarantined := 0, 0
 	for _, s := range p.cfg.Slots {
 		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
 			return nil, err
+		}
+		if st.State == lease.Held && quarantineOf(st.Record) != nil {
+			quarantined++
+			continue
 		}
 		switch st.State {
 		case lease.Free:
@@ -156,6 +160,9 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 				grantedAhead++ // granted but not yet dequeued: not really waiting
 			}
 		}
+	}
+	if quarantined == len(p.cfg.Slots) {
+		return nil, p.quarantinedError() // nobody could ever be granted one
 	}
 	if len(free) <= len(ahead)-grantedAhead {
 		return nil, nil
@@ -197,16 +204,21 @@ func (p *Pool) leaveQueue(ctx context.Context, id, owner string) {
 // lease is still this grant's afterwards. On failure the slot is released
 // and the failure is written to the request's grant file.
 func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry Entry) (*Grant, error) {
+	// A failure is recorded (grant file, log) before the slot goes back, so
+	// that the count of its failures in a row includes it: the slot is
+	// released, or quarantined at quarantineAfter failures in a row.
 	fail := func(sentinel error, state, event string, cause error, release bool) error {
-		if release {
-			if _, err := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); err != nil {
-				fmt.Fprintf(p.log, "pool: releasing slot %s after a failed grant: %v\n", s.ID, err)
-			}
-		}
 		serr := &SlotError{Err: sentinel, Slot: s, State: state, Cause: cause}
 		_ = p.putGrant(ctx, entry.ID, failureRecord{State: state, RequestID: entry.ID, ReqIDSnk: entry.ID,
 			Slot: s.RawID, SlotID: s.RawID, Error: serr.Error(), At: p.stamp()})
-		p.logEvent(ctx, event, map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()})
+		fields := map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "error": serr.Error()}
+		if out := failureOutput(cause); out != "" {
+			fields["output"] = out
+		}
+		p.logEvent(ctx, event, fields)
+		if release {
+			p.afterFailure(ctx, s, rec, serr)
+		}
 		return serr
 	}
 	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
@@ -243,7 +255,17 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	if err := p.putGrant(ctx, entry.ID, g); err != nil {
 		fmt.Fprintf(p.log, "pool: writing the grant: %v\n", err)
 	}
-	p.logEvent(ctx, "granted", map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "owner": rec.Owner, "mode": entry.Mode})
+	logged := map[string]any{"slot_id": s.RawID, "request_id": entry.ID, "owner": rec.Owner, "mode": entry.Mode}
+	// For history: how long the request waited for its slot, and how long
+	// the slot took to provision (additive fields; the Node tool's grants
+	// have neither).
+	if at, err := lease.ParseTime(entry.EnqueuedAt); err == nil && !rec.AcquiredAt.IsZero() {
+		logged["waitedMs"] = max(rec.AcquiredAt.Sub(at).Milliseconds(), 0)
+	}
+	if !rec.AcquiredAt.IsZero() {
+		logged["provisionMs"] = max(p.now().Sub(rec.AcquiredAt).Milliseconds(), 0)
+	}
+	p.logEvent(ctx, "granted", logged)
 	if entry.Mode == ModeAsync {
 		p.notify(ctx, Nudge{Event: p.cfg.NudgeEvent, Session: entry.Session, RequestID: entry.ID, Grant: g})
 	}

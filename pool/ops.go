@@ -281,15 +281,26 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 		p.logEvent(ctx, "slot_takeover_on_reprovision", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 	}
 	err = p.resetAndCheck(ctx, s, acq.Record)
-	if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
-		err = rerr
-	}
 	fields := map[string]any{"slot_id": s.RawID, "owner": owner}
-	event := "slot_reprovisioned"
-	if err != nil {
-		event, fields["error"] = "slot_reprovision_failed", err.Error()
+	if err == nil || errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
+		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
+			err = rerr
+		}
+		event := "slot_reprovisioned"
+		if err != nil {
+			event, fields["error"] = "slot_reprovision_failed", err.Error()
+		}
+		p.logEvent(ctx, event, fields)
+		return s, err
 	}
-	p.logEvent(ctx, event, fields)
+	// A failed command: logged first, so that it counts among the slot's
+	// failures in a row, then the slot is released or quarantined.
+	fields["error"] = err.Error()
+	if out := failureOutput(err); out != "" {
+		fields["output"] = out
+	}
+	p.logEvent(ctx, "slot_reprovision_failed", fields)
+	p.afterFailure(ctx, s, acq.Record, err)
 	return s, err
 }
 

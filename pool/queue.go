@@ -43,9 +43,10 @@ type Position struct {
 	AvgMs     int64
 }
 
+// position is the Position of the entry id at index idx of the live
+// queue, with its ETA (see etaModel.eta).
 func (p *Pool) position(ctx context.Context, id string, idx int) Position {
-	avg := p.MovingAvg(ctx).Milliseconds()
-	return Position{RequestID: id, Position: idx + 1, EtaMs: int64(idx+1) * avg, AvgMs: avg}
+	return p.model(ctx, nil).position(id, idx)
 }
 
 // enqueue appends a new entry for owner at the tail of the live queue.
@@ -112,6 +113,8 @@ func (p *Pool) dequeue(ctx context.Context, id, owner string) error {
 type Swept struct {
 	ReapedSlots    []ReapedSlot `json:"reapedSlots"`
 	DroppedEntries []Entry      `json:"droppedEntries"`
+	// Probed are the slots a probe checked (none when no probe was due).
+	Probed []Probed `json:"probed,omitempty"`
 }
 
 // ReapedSlot is a slot lease removed because its holder stopped beating.

@@ -36,40 +36,37 @@ type QueuedEntry struct {
 
 // Status reads the pool without taking any lock.
 func (p *Pool) Status(ctx context.Context) (*Status, error) {
-	out := &Status{Store: p.store.Where(), Dir: p.state.Where(), MovingAvgMs: p.MovingAvg(ctx).Milliseconds()}
+	out := &Status{Store: p.store.Where(), Dir: p.state.Where()}
 	for _, s := range p.cfg.Slots {
 		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
 			return nil, err
 		}
-		ss := SlotStatus{Slot: s, State: st.State, Record: st.Record}
-		if st.Record != nil && !st.Record.Corrupt {
-			ss.Holder = st.Record.Owner // for an unknown slot, the silent holder
-		}
-		if !st.ExpiresAt.IsZero() {
-			ss.ExpiresAt = lease.FormatTime(st.ExpiresAt)
-		}
-		out.Slots = append(out.Slots, ss)
+		out.Slots = append(out.Slots, p.slotStatus(s, st))
 	}
 	live, err := p.queue(ctx)
 	if err != nil {
 		return nil, err
 	}
-	avg := out.MovingAvgMs
+	m := p.model(ctx, out.Slots)
+	out.MovingAvgMs = m.avg.Milliseconds()
 	for i, e := range live {
-		out.Queue = append(out.Queue, QueuedEntry{Entry: e, Position: Position{RequestID: e.ID, Position: i + 1, EtaMs: int64(i+1) * avg, AvgMs: avg}})
+		out.Queue = append(out.Queue, QueuedEntry{Entry: e, Position: m.position(e.ID, i)})
 	}
 	return out, nil
 }
 
 // Pump is one maintenance pass, the same sweep every operation runs
-// lazily: for a broker session that wants active reaping.
+// lazily: for a broker session that wants active reaping. With a probe
+// interval in the pool file, it also health-checks the free slots when the
+// last probe is that old (see probe).
 func (p *Pool) Pump(ctx context.Context, owner string) (Swept, error) {
 	if err := p.checkOwner(owner); err != nil {
 		return Swept{}, err
 	}
 	sw := p.sweep(ctx, owner)
 	p.state.SweepGrants(ctx, grantMaxAge)
+	sw.Probed = p.probe(ctx, owner)
 	return sw, nil
 }
 

@@ -32,6 +32,10 @@ func Classify(err error) (code string, exit int) {
 		return "unknown_request", ExitRefused
 	case errors.Is(err, pool.ErrLeaseLost):
 		return "lease_lost", ExitRefused
+	case errors.Is(err, pool.ErrQuarantined):
+		return "quarantined", ExitRefused
+	case errors.Is(err, pool.ErrNotQuarantined):
+		return "not_quarantined", ExitRefused
 	case errors.Is(err, pool.ErrQueueBusy):
 		return "queue_busy", ExitInternal
 	}

@@ -39,17 +39,20 @@ type waitFlags struct {
 type cli struct {
 	globals
 
-	Acquire     acquireCmd     `cmd:"" help:"Wait for a slot, provision it and print the grant (or export lines with --shell)."`
-	Request     requestCmd     `cmd:"" help:"Queue an async request and return at once; a detached waiter grants it and sends a nudge."`
-	Claim       claimCmd       `cmd:"" help:"Fetch an async request's grant, or its queue position."`
-	Heartbeat   heartbeatCmd   `cmd:"" help:"Refresh a slot lease you hold."`
-	Reset       resetCmd       `cmd:"" help:"Re-run reset and health on a slot you hold."`
-	Release     releaseCmd     `cmd:"" help:"Give a slot back (owner and token), or remove its lease with --force (journaled)."`
-	Reprovision reprovisionCmd `cmd:"" help:"Run reset and health on a slot nobody holds (a held slot is refused)."`
-	Health      healthCmd      `cmd:"" help:"Run a slot's health command; needs no lease."`
-	Status      statusCmd      `cmd:"" help:"Slots with their holders, the queue with positions and ETAs, the moving average."`
-	Pump        pumpCmd        `cmd:"" help:"One maintenance pass: reap dead slot leases and drop silent waiters."`
-	Waiter      waiterCmd      `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
+	Acquire      acquireCmd      `cmd:"" help:"Wait for a slot, provision it and print the grant (or export lines with --shell)."`
+	Request      requestCmd      `cmd:"" help:"Queue an async request and return at once; a detached waiter grants it and sends a nudge."`
+	Claim        claimCmd        `cmd:"" help:"Fetch an async request's grant, or its queue position."`
+	Heartbeat    heartbeatCmd    `cmd:"" help:"Refresh a slot lease you hold."`
+	Reset        resetCmd        `cmd:"" help:"Re-run reset and health on a slot you hold."`
+	Release      releaseCmd      `cmd:"" help:"Give a slot back (owner and token), or remove its lease with --force (journaled)."`
+	Reprovision  reprovisionCmd  `cmd:"" help:"Run reset and health on a slot nobody holds (a held slot is refused)."`
+	Health       healthCmd       `cmd:"" help:"Run a slot's health command; needs no lease."`
+	Status       statusCmd       `cmd:"" help:"Slots with their holders, the queue with positions and ETAs, the moving average."`
+	Pump         pumpCmd         `cmd:"" help:"One maintenance pass: reap dead slot leases, drop silent waiters, probe free slots (probeMs)."`
+	History      historyCmd      `cmd:"" help:"Grants, hold times, waits and failures per slot, from the pool's log."`
+	Quarantine   quarantineCmd   `cmd:"" help:"Take a slot out of rotation (owner-fenced, journaled); waiters never get it."`
+	Unquarantine unquarantineCmd `cmd:"" help:"Reset and health-check a quarantined slot, and put it back into rotation if both pass."`
+	Waiter       waiterCmd       `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
 
 	// Plumbing: one step of a waiter each, for callers that drive the queue.
 	Enqueue        enqueueCmd        `cmd:"" group:"plumbing" help:"(plumbing) Join the queue and return at once, with no waiter: keep the entry live with heartbeat-entry, grant it with try-grant."`

@@ -224,7 +224,7 @@ func (c *claimCmd) Run(e *env) error {
 		}
 		if c.Shell {
 			return &withRequest{err: fmt.Errorf("%w: request %s is still queued at position %d, eta %s",
-				pool.ErrSaturated, c.Request, cl.Queued.Position.Position, pool.FormatEta(cl.Queued.EtaMs)), id: c.Request}
+				pool.ErrSaturated, c.Request, cl.Queued.Position.Position, pool.EtaText(cl.Queued.EtaMs)), id: c.Request}
 		}
 		q := cl.Queued
 		if q.Provisioning {

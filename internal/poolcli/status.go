@@ -18,7 +18,14 @@ type slotStatusOut struct {
 	State      lease.State    `json:"state"`
 	Holder     *string        `json:"holder"`
 	ExpiresAt  *string        `json:"expiresAt"`
+	// Quarantine is set, and state is "quarantined", when the slot is out
+	// of rotation.
+	Quarantine *pool.Quarantine `json:"quarantine,omitempty"`
 }
+
+// stateQuarantined is the state status gives a quarantined slot (its
+// lease is held by the quarantine).
+const stateQuarantined lease.State = "quarantined"
 
 type queueOut struct {
 	RequestID  string `json:"requestId"`
@@ -51,7 +58,10 @@ func statusView(ctx context.Context, p *pool.Pool) (statusOut, error) {
 		Slots: []slotStatusOut{}, Queue: []queueOut{}, MovingAvgMs: st.MovingAvgMs}
 	for _, s := range st.Slots {
 		so := slotStatusOut{Slot: s.Slot.RawID, SlotID: s.Slot.RawID, Kind: s.Slot.Kind,
-			Attributes: s.Slot.Attributes, Attrs: s.Slot.Attributes, State: s.State}
+			Attributes: s.Slot.Attributes, Attrs: s.Slot.Attributes, State: s.State, Quarantine: s.Quarantine}
+		if s.Quarantine != nil {
+			so.State = stateQuarantined
+		}
 		if s.Holder != "" {
 			h := s.Holder
 			so.Holder = &h
@@ -89,6 +99,7 @@ type pumpOut struct {
 	OK             bool              `json:"ok"`
 	ReapedSlots    []pool.ReapedSlot `json:"reapedSlots"`
 	DroppedEntries []pool.Entry      `json:"droppedEntries"`
+	Probed         []pool.Probed     `json:"probed,omitempty"`
 	Status         statusOut         `json:"status"`
 }
 
@@ -105,5 +116,5 @@ func (c *pumpCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	return e.emit(pumpOut{OK: true, ReapedSlots: sw.ReapedSlots, DroppedEntries: sw.DroppedEntries, Status: st})
+	return e.emit(pumpOut{OK: true, ReapedSlots: sw.ReapedSlots, DroppedEntries: sw.DroppedEntries, Probed: sw.Probed, Status: st})
 }

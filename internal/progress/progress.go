@@ -33,7 +33,7 @@ func New(w io.Writer, prefix string) *Line {
 
 // Show prints the waiter's position; it is a pool.AcquireRequest.OnWait.
 func (l *Line) Show(pos pool.Position) {
-	line := fmt.Sprintf("%s: queue position %d, eta %s", l.prefix, pos.Position, pool.FormatEta(pos.EtaMs))
+	line := fmt.Sprintf("%s: queue position %d, eta %s", l.prefix, pos.Position, pool.EtaText(pos.EtaMs))
 	if l.tty {
 		fmt.Fprintf(l.w, "\r\033[K%s", line)
 	} else {

@@ -62,6 +62,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReapExpiredSlot", testReap},
 		{"HoldStatistics", testStats},
 		{"OneWinnerForLastSlot", testOneWinner},
+		{"Quarantine", testQuarantine},
+		{"History", testHistory},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
@@ -188,6 +190,10 @@ func events(t *testing.T, p *pooled) []string {
 	return out
 }
 
+// near reports whether an ETA is want less at most the 10 s that the
+// slots may have been held for by then in real time.
+func near(got, want int64) bool { return got <= want && got > want-10_000 }
+
 func count(list []string, s string) int {
 	n := 0
 	for _, x := range list {
@@ -223,8 +229,10 @@ func testGrantRefuseRelease(t *testing.T, h Harness) {
 	}
 	_, err := p.Acquire(bg, pool.AcquireRequest{Owner: "pt-c", NoWait: true})
 	var qe *pool.QueueError
-	if !errors.Is(err, pool.ErrSaturated) || !errors.As(err, &qe) || qe.Position != 1 || qe.EtaMs != 60000 {
-		t.Fatalf("acquire of a full pool = %v (%+v), want saturated at position 1 with eta 60000", err, qe)
+	// The ETA: one hold of the moving average (the seed, 1 min), less the
+	// moment the slots have been held (none on a fake clock).
+	if !errors.Is(err, pool.ErrSaturated) || !errors.As(err, &qe) || qe.Position != 1 || !near(qe.EtaMs, 60000) {
+		t.Fatalf("acquire of a full pool = %v (%+v), want saturated at position 1 with eta about 60000", err, qe)
 	}
 	st := status(t, p.Pool)
 	if len(st.Queue) != 0 {
@@ -284,8 +292,8 @@ func testFIFO(t *testing.T, h Harness) {
 	order, wait := queueUp(t, h, s, cfg, 4)
 	st := status(t, p.Pool)
 	for i, q := range st.Queue {
-		if q.Owner != fmt.Sprintf("pt-w%d", i) || q.Position.Position != i+1 || q.EtaMs != int64(i+1)*60000 {
-			t.Errorf("queue[%d] = %s at %d eta %d, want pt-w%d at %d eta %d", i, q.Owner, q.Position.Position, q.EtaMs, i, i+1, (i+1)*60000)
+		if q.Owner != fmt.Sprintf("pt-w%d", i) || q.Position.Position != i+1 || !near(q.EtaMs, int64(i+1)*60000) {
+			t.Errorf("queue[%d] = %s at %d eta %d, want pt-w%d at %d eta about %d", i, q.Owner, q.Position.Position, q.EtaMs, i, i+1, (i+1)*60000)
 		}
 	}
 	release(t, p.Pool, holder)
@@ -554,5 +562,56 @@ func testOneWinner(t *testing.T, h Harness) {
 	}
 	if st := status(t, p.Pool); len(st.Queue) != 0 {
 		t.Errorf("losers left entries behind: %+v", st.Queue)
+	}
+}
+
+func testQuarantine(t *testing.T, h Harness) {
+	_, _, p := h.newPool(t, 2)
+	q, err := p.Quarantine(bg, "s1", "pt-ops", "broken fan", false)
+	if err != nil || q.Quarantine.By != "pt-ops" {
+		t.Fatalf("quarantine: %+v, %v", q, err)
+	}
+	st := status(t, p.Pool)
+	if st.Slots[0].Quarantine == nil || st.Slots[0].Quarantine.Reason != "broken fan" {
+		t.Fatalf("status of a quarantined slot: %+v", st.Slots[0])
+	}
+	g := acquire(t, p, "pt-a")
+	if g.Slot != "s2" {
+		t.Fatalf("granted %v, want s2: a quarantined slot is never granted", g.Slot)
+	}
+	release(t, p.Pool, g)
+	if _, err := p.Quarantine(bg, "s2", "pt-ops", "also broken", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(bg, pool.AcquireRequest{Owner: "pt-b"}); !errors.Is(err, pool.ErrQuarantined) {
+		t.Fatalf("acquire with every slot quarantined = %v, want ErrQuarantined at once", err)
+	}
+	if _, err := p.Unquarantine(bg, "s1", "pt-ops"); err != nil {
+		t.Fatal(err)
+	}
+	if g := acquire(t, p, "pt-b"); g.Slot != "s1" {
+		t.Errorf("after unquarantine: granted %v, want s1", g.Slot)
+	}
+	if ev := events(t, p); count(ev, "slot_quarantined") != 2 || count(ev, "slot_unquarantined") != 1 {
+		t.Errorf("log %v", ev)
+	}
+}
+
+func testHistory(t *testing.T, h Harness) {
+	s, _, p := h.newPool(t, 2)
+	g := acquire(t, p, "pt-a")
+	h.Pass(t, s, 200*time.Millisecond)
+	release(t, p.Pool, g)
+	acquire(t, p, "pt-b")
+	hist, err := p.History(bg, pool.HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := hist.Slots[0]
+	if s1.Grants != 2 || s1.Releases != 1 || s1.HoldMedianMs == nil || *s1.HoldMedianMs < 200 || s1.Utilisation <= 0 {
+		t.Errorf("slot s1: %+v", s1)
+	}
+	if hist.All.Grants != 2 || len(hist.Events) != 3 {
+		t.Errorf("all %+v, %d events", hist.All, len(hist.Events))
 	}
 }

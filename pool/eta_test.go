@@ -1,0 +1,102 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+const etaPool = `{"movingAvgSeedMs": 480000, "slots": [{"id": 1}, {"id": 2}]}`
+
+func queueEtas(t *testing.T, tp *testPool) []time.Duration {
+	t.Helper()
+	var out []time.Duration
+	for _, q := range tp.status(t).Queue {
+		out = append(out, time.Duration(q.EtaMs)*time.Millisecond)
+	}
+	return out
+}
+
+func sameDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEtaArithmetic: the ETA of position p with k usable slots is
+// ceil(p/k) holds of the moving average, less the time the slot that
+// frees j-th has been held already (j = p's place in its round).
+func TestEtaArithmetic(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, etaPool, Options{})
+	tp.mustAcquire(t, "ci-a") // slot 1 at t0
+	tp.clock.Advance(2 * time.Minute)
+	tp.mustAcquire(t, "ci-b") // slot 2 at t0+2m
+	tp.clock.Advance(time.Minute)
+	var ids []string
+	for i, owner := range []string{"w-1", "w-2", "w-3", "w-4"} {
+		q, err := tp.Enqueue(ctx, owner, "", ModeBlocking)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, q.RequestID)
+		if want := []time.Duration{5 * time.Minute, 7 * time.Minute, 13 * time.Minute, 15 * time.Minute}[i]; time.Duration(q.EtaMs)*time.Millisecond != want {
+			t.Errorf("enqueue %s: eta %dms, want %s", owner, q.EtaMs, want)
+		}
+	}
+	// Held 3 min and 1 min of an 8 min average, two slots.
+	want := []time.Duration{5 * time.Minute, 7 * time.Minute, 13 * time.Minute, 15 * time.Minute}
+	if got := queueEtas(t, tp); !sameDurations(got, want) {
+		t.Fatalf("etas %v, want %v", got, want)
+	}
+	if pos, err := tp.HeartbeatEntry(ctx, ids[2], "w-3"); err != nil || pos.EtaMs != (13*time.Minute).Milliseconds() {
+		t.Errorf("heartbeat-entry position %+v, %v; want eta 13m", pos, err)
+	}
+	// A quarantined slot is not usable: one slot, held 3 min.
+	if _, err := tp.Quarantine(ctx, "2", "ops", "broken", true); err != nil {
+		t.Fatal(err)
+	}
+	want = []time.Duration{5 * time.Minute, 13 * time.Minute, 21 * time.Minute, 29 * time.Minute}
+	if got := queueEtas(t, tp); !sameDurations(got, want) {
+		t.Fatalf("etas with slot 2 quarantined %v, want %v", got, want)
+	}
+	// Held longer than the average: its turn is now, then one hold each.
+	for i := 0; i < 10; i++ { // the waiters keep their places meanwhile
+		tp.clock.Advance(time.Minute)
+		tp.mustHeartbeatEntries(t, ids)
+	}
+	want = []time.Duration{0, 8 * time.Minute, 16 * time.Minute, 24 * time.Minute}
+	if got := queueEtas(t, tp); !sameDurations(got, want) {
+		t.Fatalf("etas past the average %v, want %v", got, want)
+	}
+}
+
+func (tp *testPool) mustHeartbeatEntries(t *testing.T, ids []string) {
+	t.Helper()
+	for i, id := range ids {
+		if _, err := tp.HeartbeatEntry(context.Background(), id, []string{"w-1", "w-2", "w-3", "w-4"}[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEtaText(t *testing.T) {
+	for _, tt := range []struct {
+		ms   int64
+		want string
+	}{
+		{-5, "<1s"}, {0, "<1s"}, {499, "<1s"}, {500, "~1s"}, {40_000, "~40s"}, {59_400, "~59s"},
+		{59_600, "~1m"}, {89_000, "~1m"}, {90_000, "~2m"}, {12 * 60_000, "~12m"}, {59*60_000 + 29_000, "~59m"},
+		{59*60_000 + 31_000, "~1h00m"}, {125 * 60_000, "~2h05m"},
+	} {
+		if got := EtaText(tt.ms); got != tt.want {
+			t.Errorf("EtaText(%d) = %q, want %q", tt.ms, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// failSlot makes the fake runner fail action on slot id (every action when
+// action is "").
+func failSlot(tp *testPool, id string, action provision.Action) {
+	tp.runner.SetFail(func(_ context.Context, c call) error {
+		if c.Slot == id && (action == "" || c.Action == action) {
+			return errors.New("refused by the test")
+		}
+		return nil
+	})
+}
+
+func (tp *testPool) status(t *testing.T) *Status {
+	t.Helper()
+	st, err := tp.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestQuarantineAfterFailuresInARow(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, twoSlotPool, Options{})
+	failSlot(tp, "1", provision.ActionProvision)
+	// Slot 1 comes first, fails, and goes back; the third failure in a
+	// row quarantines it.
+	for i := 1; i <= 3; i++ {
+		_, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true})
+		if !errors.Is(err, ErrProvisionFailed) {
+			t.Fatalf("acquire %d = %v, want ErrProvisionFailed", i, err)
+		}
+		q := tp.status(t).Slots[0].Quarantine
+		if (q != nil) != (i == 3) {
+			t.Fatalf("after %d failures: quarantine %+v", i, q)
+		}
+	}
+	q := tp.status(t).Slots[0].Quarantine
+	if q.By != ByPool || q.Failures != 3 || !strings.Contains(q.Reason, "3 failures in a row") || !strings.Contains(q.Reason, "provision failed") {
+		t.Errorf("quarantine %+v", q)
+	}
+	if ev := eventsNamed(logEvents(t, tp.Dir()), "slot_quarantined"); len(ev) != 1 || ev[0]["by"] != ByPool || ev[0]["failures"] != 3.0 {
+		t.Errorf("log: %v", ev)
+	}
+	// Waiters never get it: the next grants are slot 2's.
+	g := tp.mustAcquire(t, "ci-b")
+	if fmt.Sprint(g.Slot) != "2" {
+		t.Fatalf("granted slot %v, want 2", g.Slot)
+	}
+	// Every slot out of rotation: acquire fails at once, blocking or not.
+	if _, err := tp.Quarantine(ctx, "2", "ops", "disk full", false); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("quarantine of a held slot = %v, want ErrHeld", err)
+	}
+	qd, err := tp.Quarantine(ctx, "2", "ops", "disk full", true)
+	if err != nil || qd.Quarantine.By != "ops" || qd.Quarantine.Reason != "disk full" {
+		t.Fatalf("quarantine --force = %+v, %v", qd, err)
+	}
+	for _, noWait := range []bool{true, false} {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := tp.Acquire(wctx, AcquireRequest{Owner: "ci-c", NoWait: noWait})
+		cancel()
+		if !errors.Is(err, ErrQuarantined) {
+			t.Fatalf("acquire (no wait %v) with every slot quarantined = %v, want ErrQuarantined", noWait, err)
+		}
+	}
+	if q := tp.status(t).Queue; len(q) != 0 {
+		t.Errorf("a refused waiter stayed queued: %+v", q)
+	}
+	// A second quarantine of a quarantined slot changes nothing.
+	if again, err := tp.Quarantine(ctx, "2", "ops", "other", false); err != nil || !again.Already || again.Quarantine.Reason != "disk full" {
+		t.Errorf("quarantine again = %+v, %v", again, err)
+	}
+	// Unquarantine runs reset and health first, and refuses while they fail.
+	failSlot(tp, "1", provision.ActionReset)
+	var se *SlotError
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.As(err, &se) || se.State != StateResetFailed {
+		t.Fatalf("unquarantine with a failing reset = %v", err)
+	}
+	if tp.status(t).Slots[0].Quarantine == nil {
+		t.Fatal("a failed unquarantine put the slot back")
+	}
+	tp.runner.SetFail(nil)
+	tp.runner.Reset()
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	calls := tp.runner.Calls()
+	if len(calls) != 2 || calls[0].Action != provision.ActionReset || calls[1].Action != provision.ActionHealth {
+		t.Errorf("unquarantine ran %+v, want reset then health", calls)
+	}
+	if st := tp.status(t); st.Slots[0].State != lease.Free || st.Slots[0].Quarantine != nil {
+		t.Errorf("after unquarantine: %+v", st.Slots[0])
+	}
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, ErrNotQuarantined) {
+		t.Errorf("unquarantine of a slot in rotation = %v", err)
+	}
+	tp.mustAcquire(t, "ci-d") // slot 1 again
+}
+
+func TestQuarantineCountsOnlyFailuresInARow(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	fail := func(n int) {
+		failSlot(tp, "1", provision.ActionHealth)
+		for i := 0; i < n; i++ {
+			if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, ErrHealthFailed) {
+				t.Fatalf("acquire = %v, want ErrHealthFailed", err)
+			}
+		}
+		tp.runner.SetFail(nil)
+	}
+	fail(2)
+	g := tp.mustAcquire(t, "ci-a") // a success: the count starts again
+	if _, err := tp.Release(ctx, "1", g.Owner, g.Token, false); err != nil {
+		t.Fatal(err)
+	}
+	fail(2)
+	if q := tp.status(t).Slots[0].Quarantine; q != nil {
+		t.Fatalf("quarantined after 2+2 failures with a success between: %+v", q)
+	}
+	fail(1)
+	if q := tp.status(t).Slots[0].Quarantine; q == nil || q.Failures != 3 {
+		t.Fatalf("not quarantined after 3 failures in a row: %+v", q)
+	}
+}
+
+func TestQuarantineAfterZeroNeverQuarantines(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, `{"quarantineAfter": 0, "provision": "p", "slots": [{"id": 1}]}`, Options{})
+	failSlot(tp, "1", "")
+	for i := 0; i < 5; i++ {
+		if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, ErrProvisionFailed) {
+			t.Fatalf("acquire = %v", err)
+		}
+	}
+	if q := tp.status(t).Slots[0].Quarantine; q != nil {
+		t.Fatalf("quarantineAfter 0 quarantined: %+v", q)
+	}
+}
+
+func TestProbeQuarantinesAndRestores(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}, {"id": 2}]}`, Options{})
+	failSlot(tp, "1", provision.ActionHealth)
+	for i := 1; i <= 3; i++ {
+		sw, err := tp.Pump(ctx, "broker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sw.Probed) != 2 || sw.Probed[0].OK || !sw.Probed[1].OK || sw.Probed[0].Quarantined != (i == 3) {
+			t.Fatalf("probe %d: %+v", i, sw.Probed)
+		}
+		// Not due again until probeMs has passed.
+		if sw, _ := tp.Pump(ctx, "broker"); len(sw.Probed) != 0 {
+			t.Fatalf("probe ran again before probeMs: %+v", sw.Probed)
+		}
+		tp.clock.Advance(time.Minute)
+	}
+	if q := tp.status(t).Slots[0].Quarantine; q == nil || q.By != ByPool {
+		t.Fatalf("slot 1 after three failed probes: %+v", q)
+	}
+	// Healthy again: the next probe resets, checks and restores it.
+	tp.runner.SetFail(nil)
+	sw, err := tp.Pump(ctx, "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.Probed) != 2 || !sw.Probed[0].Restored || !sw.Probed[0].OK {
+		t.Fatalf("probe after recovery: %+v", sw.Probed)
+	}
+	if st := tp.status(t); st.Slots[0].Quarantine != nil || st.Slots[0].State != lease.Free || st.Slots[1].State != lease.Free {
+		t.Fatalf("after the probes: %+v", st.Slots)
+	}
+	// An operator's quarantine is not the probe's to lift.
+	if _, err := tp.Quarantine(ctx, "2", "ops", "maintenance", false); err != nil {
+		t.Fatal(err)
+	}
+	tp.clock.Advance(time.Minute)
+	if sw, _ := tp.Pump(ctx, "broker"); len(sw.Probed) != 1 || fmt.Sprint(sw.Probed[0].Slot) != "1" {
+		t.Fatalf("probe with slot 2 quarantined by an operator: %+v", sw.Probed)
+	}
+	if q := tp.status(t).Slots[1].Quarantine; q == nil || q.By != "ops" {
+		t.Fatalf("the probe lifted an operator's quarantine: %+v", q)
+	}
+}
+
+func TestQuarantineRefusesBadInput(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, twoSlotPool, Options{})
+	for _, reason := range []string{"", "   ", strings.Repeat("x", 1001), "\xff"} {
+		if _, err := tp.Quarantine(ctx, "1", "ops", reason, false); !errors.Is(err, ErrInvalid) {
+			t.Errorf("reason %q: %v, want ErrInvalid", reason, err)
+		}
+	}
+	if _, err := tp.Quarantine(ctx, "9", "ops", "x", false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown slot: %v", err)
+	}
+	if _, err := tp.Quarantine(ctx, "1", "bad owner", "x", false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad owner: %v", err)
+	}
+	if st := tp.status(t); st.Slots[0].State != lease.Free {
+		t.Errorf("a refused quarantine changed the slot: %s", st.Slots[0].State)
+	}
+}

@@ -100,7 +100,11 @@ func (s *poolState) readQueue(ctx context.Context) ([]queued, error) {
 	for _, kv := range resp.Kvs {
 		q := queued{kv: kv}
 		id := strings.TrimPrefix(string(kv.Key), s.prefix+queueDir)
-		q.ok = json.Unmarshal(kv.Value, &q.entry) == nil && q.entry.ID == id && pool.CheckRequestID(id) == nil
+		// An entry is only ever written bound to its own etcd lease (a key
+		// without one, planted or restored, would never lapse and would
+		// stand at the head of the queue forever): anything else is not an
+		// entry, and the next change of the queue deletes it.
+		q.ok = kv.Lease != 0 && json.Unmarshal(kv.Value, &q.entry) == nil && q.entry.ID == id && pool.CheckRequestID(id) == nil
 		out = append(out, q)
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/pool/pooltest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestPoolConformance runs the pool state conformance suite
@@ -41,4 +44,53 @@ func TestPoolConformance(t *testing.T) {
 		// seconds, on the leader's next expiry check.
 		Margin: 1500 * time.Millisecond,
 	})
+}
+
+// TestLeaselessQueueKeyIsNoEntry: a queue key bound to no etcd lease
+// (planted, or restored from a backup) would never lapse and would stand
+// first in the queue forever; it is not an entry, and the next change of
+// the queue deletes it.
+func TestLeaselessQueueKeyIsNoEntry(t *testing.T) {
+	c := etcdtest.Start(t)
+	url := c.URL("ghost")
+	b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := lease.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := dir + "/pool.json"
+	if err := os.WriteFile(file, []byte(`{"name":"p","slots":[{"id":1}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pool.LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.Open(s, cfg, pool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := `{"id":"ghost1","owner":"x","session":"x","mode":"blocking","enqueuedAt":"2020-01-01T00:00:00.000Z","heartbeat":"2020-01-01T00:00:00.000Z"}`
+	cli := c.Client()
+	if _, err := cli.Put(context.Background(), "/ghost/pool/p/queue/ghost1", ghost); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: "ci-a"})
+	if err != nil {
+		t.Fatalf("acquire behind a lease-less key: %v", err)
+	}
+	if g.Slot != 1 && fmt.Sprint(g.Slot) != "1" {
+		t.Errorf("granted %v", g.Slot)
+	}
+	resp, err := cli.Get(context.Background(), "/ghost/pool/p/queue/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("queue keys left: %v, %v", resp.Kvs, err)
+	}
 }

@@ -52,7 +52,12 @@ func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly b
 	}
 	go func() {
 		for {
+			started := time.Now()
+			compacted := false
 			for resp := range wch {
+				if resp.CompactRevision > 0 {
+					compacted = true // the revision to resume from is gone
+				}
 				if resp.Err() != nil || resp.Canceled {
 					break
 				}
@@ -70,21 +75,42 @@ func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly b
 			// The watch ended without ctx (compaction, leader loss, a
 			// cancel by the server): something may have been missed.
 			on(nil)
+			// Resume after the last revision seen, unless it was compacted
+			// away: then from now on (the on(nil) above stands for what was
+			// missed). A watch that ends at once again and again is not
+			// re-opened in a tight loop.
+			from := last + 1
+			if compacted {
+				from = 0
+			}
+			if time.Since(started) < time.Second && !sleepCtx(ctx, b.opts.RequestTimeout/10) {
+				return
+			}
 			for {
 				var err error
-				if wch, stop, last, err = b.watch(ctx, what, prefix, deletesOnly, last+1); err == nil {
+				if wch, stop, last, err = b.watch(ctx, what, prefix, deletesOnly, from); err == nil {
 					break
 				}
-				select {
-				case <-ctx.Done():
+				if !sleepCtx(ctx, b.opts.RequestTimeout/10) {
 					return
-				case <-time.After(b.opts.RequestTimeout / 10):
 				}
-				last = 0 // perhaps compacted past it: watch from now on
+				from = 0 // perhaps compacted past it: watch from now on
 			}
 		}
 	}()
 	return nil
+}
+
+// sleepCtx waits d, or until ctx ends (then it returns false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // watch starts a watch of the keys under prefix from revision rev (0:

@@ -130,6 +130,24 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake Wakeups, n
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	attempt, near := true, true
+	// A store that cannot be reached for a moment (an etcd election, a
+	// network blip) is waited out while the entry can still be alive: the
+	// entry lapses after waiterStaleMs without a heartbeat anyway.
+	var unreachableSince time.Time
+	unreachable := func(err error) bool {
+		if !errors.Is(err, lease.ErrUnavailable) {
+			unreachableSince = time.Time{}
+			return false
+		}
+		if unreachableSince.IsZero() {
+			unreachableSince = time.Now()
+		}
+		if time.Since(unreachableSince) >= p.cfg.WaiterStale {
+			return false
+		}
+		fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+		return true
+	}
 	for {
 		if attempt {
 			g, err := p.tryGrant(ctx, e.ID, owner)
@@ -138,6 +156,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake Wakeups, n
 				return g, nil
 			case errors.Is(err, ErrQueueBusy):
 				fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+			case unreachable(err):
 			case err != nil:
 				return nil, err
 			case noWait:
@@ -151,6 +170,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, wake Wakeups, n
 			switch {
 			case errors.Is(err, ErrQueueBusy):
 				fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+			case unreachable(err):
 			case err != nil:
 				return nil, err
 			default:
@@ -227,6 +247,23 @@ func (p *Pool) slotKinds() []string {
 	return kinds
 }
 
+// refuseIfAllQuarantined fails with ErrQuarantined when every slot is
+// quarantined, so nobody joins a queue that can never move.
+func (p *Pool) refuseIfAllQuarantined(ctx context.Context) error {
+	slots := make([]SlotStatus, 0, len(p.cfg.Slots))
+	for _, s := range p.cfg.Slots {
+		st, err := p.store.Status(ctx, s.Kind)
+		if err != nil {
+			return nil // the grant attempt reports it
+		}
+		slots = append(slots, p.slotStatus(s, st))
+	}
+	if allQuarantined(slots) {
+		return p.quarantinedError()
+	}
+	return nil
+}
+
 // Queued is an async request waiting in the queue.
 type Queued struct {
 	RequestID string
@@ -248,6 +285,9 @@ type Queued struct {
 func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, error) {
 	r := AcquireRequest{Owner: owner, Session: session}
 	if err := r.check(p); err != nil {
+		return nil, err
+	}
+	if err := p.refuseIfAllQuarantined(ctx); err != nil {
 		return nil, err
 	}
 	e, pos, err := p.enqueue(ctx, r.Owner, r.Session, ModeAsync)
@@ -303,6 +343,11 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
 		p.logEvent(ctx, "request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})
+	}
+	if errors.Is(err, ErrQuarantined) {
+		// The claim must say why, not "unknown request, request again".
+		_ = p.putGrant(ctx, requestID, failureRecord{State: StateQuarantined, RequestID: requestID, ReqIDSnk: requestID,
+			Error: err.Error(), At: p.stamp()})
 	}
 	return g, err
 }

@@ -156,15 +156,27 @@ func (d *dirState) AppendNudge(_ context.Context, line []byte) error {
 // maxLogBytes bounds what is read of pool.log.
 const maxLogBytes = 64 << 20
 
-// Log reads pool.log.1, then pool.log.
+// Log reads pool.log.1, then pool.log. A generation larger than
+// maxLogBytes (a log the Node tool, which never rotates it, let grow) is
+// read from its last maxLogBytes on. An older generation that cannot be
+// read (planted as a symlink, say) is left out with a warning: what the
+// log is read for (history, a slot's failures in a row) must not stop
+// working until the next rotation.
 func (d *dirState) Log(context.Context) ([][]byte, error) {
 	var lines [][]byte
 	for _, name := range []string{LogFile + rotatedSuffix, LogFile} {
-		data, err := storefile.Read(filepath.Join(d.dir, name), maxLogBytes)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+		path := filepath.Join(d.dir, name)
+		data, err := storefile.Read(path, maxLogBytes)
+		if errors.Is(err, storefile.ErrTooLarge) {
+			data, err = readTail(path, maxLogBytes)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil && name != LogFile:
+			fmt.Fprintf(d.p.log, "pool: reading the log: %v (left out)\n", err)
+			continue
+		case err != nil:
 			return nil, err
 		}
 		for line := range strings.SplitSeq(string(data), "\n") {

@@ -59,19 +59,29 @@ func (p *Pool) model(ctx context.Context, slots []SlotStatus) etaModel {
 // never below zero. With one slot and nobody holding it long, that is
 // position × avg, the Node tool's ETA; with k slots the queue moves k
 // times as fast, and a slot held for a while already frees sooner.
-func (m etaModel) eta(pos int) time.Duration {
+//
+// It is computed in milliseconds and saturates at maxEtaMs, so no queue
+// length or average (at most 366 days) overflows it or what renders it.
+func (m etaModel) eta(pos int) int64 {
 	k := max(len(m.elapsed), 1)
-	rounds := (pos + k - 1) / k
-	j := pos - (rounds-1)*k
-	var elapsed time.Duration
+	rounds := int64((pos + k - 1) / k)
+	j := pos - int(rounds-1)*k
+	var elapsed int64
 	if j >= 1 && j <= len(m.elapsed) {
-		elapsed = m.elapsed[j-1]
+		elapsed = m.elapsed[j-1].Milliseconds()
 	}
-	return max(time.Duration(rounds)*m.avg-elapsed, 0)
+	avg := m.avg.Milliseconds()
+	if avg > 0 && rounds > (maxEtaMs+elapsed)/avg {
+		return maxEtaMs
+	}
+	return min(max(rounds*avg-elapsed, 0), maxEtaMs)
 }
 
+// maxEtaMs is the longest ETA given: a hundred years.
+const maxEtaMs = 100 * 365 * 24 * 3600 * 1000
+
 func (m etaModel) position(id string, idx int) Position {
-	return Position{RequestID: id, Position: idx + 1, EtaMs: m.eta(idx + 1).Milliseconds(), AvgMs: m.avg.Milliseconds()}
+	return Position{RequestID: id, Position: idx + 1, EtaMs: m.eta(idx + 1), AvgMs: m.avg.Milliseconds()}
 }
 
 // slotStatus is a slot's status from its lease's.

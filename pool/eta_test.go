@@ -100,3 +100,25 @@ func TestEtaText(t *testing.T) {
 		}
 	}
 }
+
+// TestEtaSaturates: a queue of thousands behind a year-long average gives
+// a hundred years at most, never a wrapped-around or negative figure.
+func TestEtaSaturates(t *testing.T) {
+	m := etaModel{avg: 366 * 24 * time.Hour, elapsed: []time.Duration{time.Hour}}
+	prev := int64(0)
+	for _, pos := range []int{1, 2, 99, 100, 291, 292, 300, 1000, 1 << 30} {
+		got := m.eta(pos)
+		if got < prev || got > maxEtaMs {
+			t.Fatalf("eta(%d) = %d after %d", pos, got, prev)
+		}
+		prev = got
+	}
+	if m.eta(1<<30) != maxEtaMs {
+		t.Errorf("eta far back = %d, want the bound", m.eta(1<<30))
+	}
+	for _, ms := range []int64{maxEtaMs, 1 << 62} {
+		if EtaText(ms) == "" || FormatEta(ms) == "" {
+			t.Errorf("empty text for %d", ms)
+		}
+	}
+}

@@ -13,11 +13,14 @@ import (
 
 // Grant states, as written in grant files and printed by claim.
 const (
-	StateReady           = "ready"
-	StateResetFailed     = "reset_failed"
-	StateHealthFailed    = "health_failed"
-	StateLeaseLostReset  = "lease_lost_during_reset"
-	StateLeaseLost       = "lease_lost"
+	StateReady          = "ready"
+	StateResetFailed    = "reset_failed"
+	StateHealthFailed   = "health_failed"
+	StateLeaseLostReset = "lease_lost_during_reset"
+	StateLeaseLost      = "lease_lost"
+	// StateQuarantined is the grant file of an async request whose waiter
+	// gave up because every slot is quarantined.
+	StateQuarantined     = "quarantined"
 	stateResetFailedLog  = "grant_reset_failed"
 	stateHealthFailedLog = "grant_health_failed"
 )

@@ -109,8 +109,24 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 		index[fmt.Sprint(s.RawID)] = len(h.Slots)
 		h.Slots = append(h.Slots, SlotHistory{Slot: s.RawID})
 	}
+	if o.Since <= 0 { // the whole log: from its earliest stamp about these slots
+		for _, line := range lines {
+			var e struct {
+				At   string `json:"at"`
+				Slot any    `json:"slot_id"`
+			}
+			if json.Unmarshal(line, &e) != nil || e.Slot == nil {
+				continue
+			}
+			if _, ok := index[fmt.Sprint(e.Slot)]; !ok {
+				continue
+			}
+			if at, err := lease.ParseTime(e.At); err == nil && (h.From.IsZero() || at.Before(h.From)) {
+				h.From = earlier(at, h.Until)
+			}
+		}
+	}
 	open := map[int]time.Time{} // slot index → start of its current hold
-	first := true
 	for _, line := range lines {
 		var e struct {
 			At          string          `json:"at"`
@@ -127,17 +143,17 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 			continue
 		}
 		at, err := lease.ParseTime(e.At)
-		if err != nil || at.After(h.Until) {
+		if err != nil {
 			continue
 		}
+		// Writers' clocks differ (on etcd they are other hosts'): an event
+		// stamped ahead of this clock happened by now.
+		at = earlier(at, h.Until)
 		i, ok := index[fmt.Sprint(e.Slot)]
 		if !ok {
 			continue
 		}
-		if first && o.Since <= 0 {
-			h.From = at
-		}
-		first = false
+
 		sh := &h.Slots[i]
 		inWindow := !at.Before(h.From)
 		end := func(stop time.Time, counted bool) {
@@ -146,7 +162,9 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 				return
 			}
 			delete(open, i)
-			stop = later(stop, start)
+			if stop.Before(start) {
+				return // stamped before its grant by a skewed clock: no length to tell
+			}
 			sh.HeldMs += overlap(start, stop, h.From, h.Until).Milliseconds()
 			if counted && !stop.Before(h.From) {
 				sh.holds = append(sh.holds, stop.Sub(start).Milliseconds())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -158,5 +159,41 @@ func TestLogRotates(t *testing.T) {
 	tp.logEvent(ctx, "again", nil)
 	if lines, _ := tp.Log(ctx); len(lines) != logRotateBytes/50+2 {
 		t.Fatalf("after a second rotation: %d lines", len(lines))
+	}
+}
+
+// TestHistoryClockSkew: lines from writers whose clocks disagree (a
+// release stamped before its grant, one stamped ahead of this clock) give
+// no made-up hold, and the window starts at the earliest stamp.
+func TestHistoryClockSkew(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	at := func(d time.Duration) string { return lease.FormatTime(t0.Add(d)) }
+	for _, l := range []string{
+		`{"at":"` + at(time.Minute) + `","event":"granted","slot_id":1,"owner":"a"}`,
+		`{"at":"` + at(30*time.Second) + `","event":"released","slot_id":1,"owner":"a"}`,
+		`{"at":"` + at(2*time.Minute) + `","event":"granted","slot_id":1,"owner":"b"}`,
+		`{"at":"` + at(7*time.Minute) + `","event":"released","slot_id":1,"owner":"b"}`,
+	} {
+		if err := tp.state.AppendLog(ctx, []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp.clock.Advance(5 * time.Minute)
+	h, err := tp.History(ctx, HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.Slots[0]
+	if !h.From.Equal(t0.Add(30*time.Second)) || !h.Until.Equal(t0.Add(5*time.Minute)) {
+		t.Errorf("window %s to %s", h.From, h.Until)
+	}
+	if s.Grants != 2 || s.Releases != 2 || len(h.Events) != 4 {
+		t.Errorf("counts %+v, %d events", s, len(h.Events))
+	}
+	// Only b's hold has a length: from its grant to now (its release was
+	// stamped ahead); a's release came "before" its grant.
+	if s.HoldMedianMs == nil || *s.HoldMedianMs != (3*time.Minute).Milliseconds() || s.HeldMs != (3*time.Minute).Milliseconds() {
+		t.Errorf("holds: median %v, held %d ms; want one hold of 3m", s.HoldMedianMs, s.HeldMs)
 	}
 }

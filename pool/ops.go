@@ -137,6 +137,8 @@ func (p *Pool) checkGrant(ctx context.Context, requestID string, g map[string]js
 		return nil, &ClaimError{Err: ErrProvisionFailed, State: state, Slot: slotRaw, Note: errText}
 	case StateHealthFailed:
 		return nil, &ClaimError{Err: ErrHealthFailed, State: state, Slot: slotRaw, Note: errText}
+	case StateQuarantined:
+		return nil, &ClaimError{Err: ErrQuarantined, State: state, Slot: slotRaw, Note: errText}
 	default:
 		return nil, &ClaimError{Err: ErrLeaseLost, State: state, Slot: slotRaw, Note: errText}
 	}

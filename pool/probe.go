@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -37,7 +38,16 @@ func (p *Pool) probe(ctx context.Context, owner string) []Probed {
 	if p.cfg.Probe <= 0 || p.cmds.health == "" {
 		return nil
 	}
-	if last, ok := p.lastEvent(ctx, "slots_probed"); ok && p.now().Sub(last) < p.cfg.Probe {
+	// Due when the last probe is probeMs old, or stamped ahead of the
+	// clock (a clock step, another host's clock): a probe must not stop
+	// for as long as the clocks disagree. Not due when the log cannot be
+	// read: probing at every pump would hold every free slot each time.
+	last, found, err := p.lastEvent(ctx, "slots_probed")
+	if err != nil {
+		fmt.Fprintf(p.log, "pool: probe skipped: the pool's log: %v\n", err)
+		return nil
+	}
+	if age := p.now().Sub(last); found && age >= 0 && age < p.cfg.Probe {
 		return nil
 	}
 	out := []Probed{}
@@ -53,7 +63,7 @@ func (p *Pool) probe(ctx context.Context, owner string) []Probed {
 			}
 		case st.State == lease.Held && q != nil && q.By == ByPool:
 			r := Probed{Slot: s.RawID, OK: true, Restored: true}
-			if err := p.restore(ctx, s, "probe"); err != nil {
+			if err := p.restore(ctx, s, owner, "probe"); err != nil {
 				r = Probed{Slot: s.RawID, Error: err.Error(), Quarantined: true}
 			}
 			out = append(out, r)
@@ -99,11 +109,12 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 	return r, true
 }
 
-// lastEvent returns the time of the log's last event named event.
-func (p *Pool) lastEvent(ctx context.Context, event string) (time.Time, bool) {
+// lastEvent returns the time of the log's last event named event, and
+// whether there is one.
+func (p *Pool) lastEvent(ctx context.Context, event string) (time.Time, bool, error) {
 	lines, err := p.state.Log(ctx)
 	if err != nil {
-		return time.Time{}, false
+		return time.Time{}, false, err
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		var e struct {
@@ -112,9 +123,8 @@ func (p *Pool) lastEvent(ctx context.Context, event string) (time.Time, bool) {
 		}
 		if json.Unmarshal(lines[i], &e) == nil && e.Event == event {
 			at, err := lease.ParseTime(e.At)
-			return at, err == nil
+			return at, err == nil, nil
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, false, nil
 }
-

@@ -61,6 +61,7 @@ var (
 func (p *Pool) failuresInARow(ctx context.Context, s *Slot) int {
 	lines, err := p.state.Log(ctx)
 	if err != nil {
+		fmt.Fprintf(p.log, "pool: counting the failures of slot %s: the pool's log: %v\n", s.ID, err)
 		return 0
 	}
 	want := fmt.Sprint(s.RawID)
@@ -111,13 +112,7 @@ func (p *Pool) afterFailure(ctx context.Context, s *Slot, rec *lease.Record, cau
 // putInQuarantine takes slot s's lease for quarantine q, as owner.
 func (p *Pool) putInQuarantine(ctx context.Context, s *Slot, owner string, q Quarantine) error {
 	q.At = p.stamp()
-	payload, err := json.Marshal(struct {
-		Quarantine Quarantine `json:"quarantine"`
-	}{q})
-	if err != nil {
-		return err
-	}
-	acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: lease.MaxTTLMinutes, Payload: payload})
+	acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: lease.MaxTTLMinutes, Payload: quarantinePayload(q)})
 	if err != nil {
 		return err
 	}
@@ -163,21 +158,38 @@ func (p *Pool) Quarantine(ctx context.Context, slotID, owner, reason string, for
 	if q := quarantineOf(st.Record); st.State == lease.Held && q != nil {
 		return &Quarantined{Slot: s, Quarantine: *q, Already: true}, nil
 	}
-	if st.State == lease.Held && force {
-		if _, err := p.store.ForceRelease(ctx, s.Kind, owner); err != nil {
+	q := Quarantine{Reason: reason, By: owner}
+	if force {
+		// One change: the holder's lease becomes the quarantine's, so no
+		// waiter can take the slot in between.
+		q.At = p.stamp()
+		acq, err := p.store.Replace(ctx, "", lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: lease.MaxTTLMinutes,
+			Payload: quarantinePayload(q)})
+		if err != nil {
 			return nil, err
 		}
-		p.logEvent(ctx, "released", map[string]any{"slot_id": s.RawID, "owner": owner, "forced": true})
+		if prev := acq.Previous; prev != nil && !prev.Corrupt && quarantineOf(prev) == nil {
+			p.logEvent(ctx, "released", map[string]any{"slot_id": s.RawID, "owner": owner, "forced": true})
+		}
+		p.logEvent(ctx, "slot_quarantined", map[string]any{"slot_id": s.RawID, "by": q.By, "owner": owner, "reason": q.Reason})
+		return &Quarantined{Slot: s, Quarantine: q}, nil
 	}
-	q := Quarantine{Reason: reason, By: owner}
 	if err := p.putInQuarantine(ctx, s, owner, q); err != nil {
-		if errors.Is(err, lease.ErrHeld) && !force {
+		if errors.Is(err, lease.ErrHeld) {
 			return nil, fmt.Errorf("%w (quarantine it once it is released, or with --force)", err)
 		}
 		return nil, err
 	}
 	q.At = p.stamp()
 	return &Quarantined{Slot: s, Quarantine: q}, nil
+}
+
+// quarantinePayload is the slot lease payload of quarantine q.
+func quarantinePayload(q Quarantine) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Quarantine Quarantine `json:"quarantine"`
+	}{q})
+	return b
 }
 
 // Unquarantine puts a quarantined slot back into rotation for an operator
@@ -193,20 +205,35 @@ func (p *Pool) Unquarantine(ctx context.Context, slotID, owner string) (*Slot, e
 	if err := p.checkOwner(owner); err != nil {
 		return nil, err
 	}
-	return s, p.restore(ctx, s, owner)
+	return s, p.restore(ctx, s, owner, owner)
 }
 
 // restore resets and health-checks quarantined slot s and, when both
-// pass, releases its quarantine; by is who restores it.
-func (p *Pool) restore(ctx context.Context, s *Slot, by string) error {
+// pass, releases its quarantine. owner takes the quarantine's lease for
+// the time it takes; by is who restores it, for the log. Taking it is one
+// change fenced by the quarantine record's token, so of two restorers
+// (an operator and a probe, say) one runs the commands and the other is
+// refused with ErrNotQuarantined; and the record taken is still a
+// quarantine, so if the restorer dies meanwhile the slot stays out of
+// rotation.
+func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil {
 		return err
 	}
-	if st.State != lease.Held || quarantineOf(st.Record) == nil {
+	q := quarantineOf(st.Record)
+	if st.State != lease.Held || q == nil {
 		return fmt.Errorf("%w: slot %s is %s, not quarantined", ErrNotQuarantined, s.ID, st.State)
 	}
-	rec := st.Record
+	acq, err := p.store.Replace(ctx, st.Record.Token, lease.Request{Kind: s.Kind, Owner: owner,
+		TTLMinutes: lease.MaxTTLMinutes, Payload: quarantinePayload(*q)})
+	if errors.Is(err, lease.ErrTokenMismatch) || errors.Is(err, lease.ErrNotHeld) {
+		return fmt.Errorf("%w: slot %s changed meanwhile (another operator or a probe is restoring it)", ErrNotQuarantined, s.ID)
+	}
+	if err != nil {
+		return err
+	}
+	rec := acq.Record
 	if err := p.resetAndCheck(ctx, s, rec); err != nil {
 		p.logEvent(ctx, "slot_unquarantine_failed", map[string]any{"slot_id": s.RawID, "by": by, "error": err.Error(),
 			"output": failureOutput(err)})

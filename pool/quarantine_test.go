@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,5 +216,153 @@ func TestQuarantineRefusesBadInput(t *testing.T) {
 	}
 	if st := tp.status(t); st.Slots[0].State != lease.Free {
 		t.Errorf("a refused quarantine changed the slot: %s", st.Slots[0].State)
+	}
+}
+
+// TestUnquarantineRacers: two operators (or an operator and a probe)
+// lifting one quarantine at once: one runs reset and health, the other is
+// refused, and the commands never run twice at the same time.
+func TestUnquarantineRacers(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	running, most := 0, 0
+	tp.runner.SetFail(func(ctx context.Context, c call) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	})
+	errs := make(chan error, 2)
+	for _, who := range []string{"ops-a", "ops-b"} {
+		go func() { _, err := tp.Unquarantine(ctx, "1", who); errs <- err }()
+	}
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("unquarantine results %v and %v: want exactly one success", e1, e2)
+	}
+	if lost := errors.Join(e1, e2); !errors.Is(lost, ErrNotQuarantined) {
+		t.Errorf("the loser: %v, want ErrNotQuarantined", lost)
+	}
+	if most != 1 {
+		t.Errorf("%d commands ran on the slot at once", most)
+	}
+	if ev := eventsNamed(logEvents(t, tp.Dir()), "slot_unquarantined"); len(ev) != 1 {
+		t.Errorf("slot_unquarantined logged %d times", len(ev))
+	}
+	if st := tp.status(t); st.Slots[0].State != lease.Free {
+		t.Errorf("slot after the race: %s", st.Slots[0].State)
+	}
+}
+
+// TestQuarantineForceIsOneChange: --force turns the holder's lease into the
+// quarantine in one change; the holder's heartbeat then fails, and the
+// journal has the forced release.
+func TestQuarantineForceIsOneChange(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	g := tp.mustAcquire(t, "ci-a")
+	if _, err := tp.Quarantine(ctx, "1", "ops", "smoke", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tp.Heartbeat(ctx, "1", g.Owner, g.Token); err == nil {
+		t.Error("the evicted holder's heartbeat succeeded")
+	}
+	st := tp.status(t).Slots[0]
+	if st.Quarantine == nil || st.Quarantine.By != "ops" || st.Record.Fence <= g.Fence {
+		t.Errorf("after quarantine --force: %+v (fence %d after %d)", st.Quarantine, st.Record.Fence, g.Fence)
+	}
+	ev := eventsNamed(logEvents(t, tp.Dir()), "released")
+	if len(ev) != 1 || ev[0]["forced"] != true {
+		t.Errorf("pool log released events %v", ev)
+	}
+}
+
+// TestRequestWithEverySlotQuarantined: an async request is refused at
+// once, and a waiter that finds every slot quarantined leaves a grant
+// document that its claim reports.
+func TestRequestWithEverySlotQuarantined(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	q, err := tp.Request(ctx, "ci-a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Quarantine(ctx, "1", "ops", "down", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Request(ctx, "ci-b", ""); !errors.Is(err, ErrQuarantined) {
+		t.Fatalf("request with every slot quarantined = %v", err)
+	}
+	if _, err := tp.Wait(ctx, q.RequestID, "ci-a", 5*time.Second); !errors.Is(err, ErrQuarantined) {
+		t.Fatalf("the waiter = %v, want ErrQuarantined", err)
+	}
+	var ce *ClaimError
+	if _, err := tp.Claim(ctx, q.RequestID, "ci-a"); !errors.As(err, &ce) || ce.State != StateQuarantined || !errors.Is(err, ErrQuarantined) {
+		t.Fatalf("claim = %v, want the quarantined state", err)
+	}
+}
+
+// TestProbeScheduleAgainstOddLogs: a last probe stamped ahead of the clock
+// does not stop probes; a probe is not run at every pump when the log
+// cannot be read.
+func TestProbeScheduleAgainstOddLogs(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}]}`, Options{})
+	ahead := `{"at":"` + lease.FormatTime(t0.Add(24*time.Hour)) + `","event":"slots_probed"}`
+	if err := tp.state.AppendLog(ctx, []byte(ahead)); err != nil {
+		t.Fatal(err)
+	}
+	if sw, err := tp.Pump(ctx, "broker"); err != nil || len(sw.Probed) != 1 {
+		t.Fatalf("pump after a probe stamped a day ahead: %+v, %v; want a probe", sw.Probed, err)
+	}
+	// pool.log replaced by a symlink: the log cannot be read, no probe.
+	log := filepath.Join(tp.Dir(), LogFile)
+	if err := os.Remove(log); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", log); err != nil {
+		t.Fatal(err)
+	}
+	tp.clock.Advance(2 * time.Minute)
+	for i := 0; i < 3; i++ {
+		if sw, _ := tp.Pump(ctx, "broker"); len(sw.Probed) != 0 {
+			t.Fatalf("pump %d with an unreadable log probed: %+v", i, sw.Probed)
+		}
+	}
+}
+
+// TestFailuresCountedPastAnUnreadableOldLog: a pool.log.1 that cannot be
+// read (planted as a symlink) is left out; failures in a row still count,
+// and history still works.
+func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	g := tp.mustAcquire(t, "ci-a") // creates the pool directory and log
+	if _, err := tp.Release(ctx, "1", g.Owner, g.Token, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(tp.Dir(), LogFile+".1")); err != nil {
+		t.Fatal(err)
+	}
+	failSlot(tp, "1", provision.ActionProvision)
+	for i := 0; i < 3; i++ {
+		if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-b", NoWait: true}); !errors.Is(err, ErrProvisionFailed) {
+			t.Fatalf("acquire %d = %v", i, err)
+		}
+	}
+	if q := tp.status(t).Slots[0].Quarantine; q == nil {
+		t.Fatal("not quarantined after 3 failures with an unreadable pool.log.1")
+	}
+	if _, err := tp.History(ctx, HistoryOptions{}); err != nil {
+		t.Errorf("history: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, h Harness) {
 		{"OneWinner", testOneWinner},
 		{"ListAndReconcile", testListReconcile},
 		{"WaitWakesOnRelease", testWait},
+		{"ReplaceIsFencedByToken", testReplace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
@@ -306,5 +307,64 @@ func testWait(t *testing.T, h Harness) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("waiter: %v", err)
+	}
+}
+
+// testReplace: Replace swaps a live record for a new incarnation (new
+// token, larger fence, the old one journaled as forced), only while the
+// record still carries the token given; of racing replacers with the same
+// token, exactly one wins.
+func testReplace(t *testing.T, h Harness) {
+	s := h.New(t)
+	a := acquire(t, h, s, "k", "conf-a")
+	req := lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: h.TTLMinutes}
+	if _, err := s.Replace(bg, "not-the-token", req); !errors.Is(err, lease.ErrTokenMismatch) {
+		t.Fatalf("replace with a wrong token = %v, want ErrTokenMismatch", err)
+	}
+	const n = 6
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var won []*lease.Acquisition
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Replace(bg, a.Record.Token, req)
+			switch {
+			case err == nil:
+				mu.Lock()
+				won = append(won, r)
+				mu.Unlock()
+			case !errors.Is(err, lease.ErrTokenMismatch):
+				t.Errorf("racing replace: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d replacers won, want exactly 1", len(won))
+	}
+	r := won[0]
+	if r.Record.Token == a.Record.Token || r.Record.Owner != "conf-b" || r.Record.Fence <= a.Record.Fence || r.Previous == nil || r.Previous.Token != a.Record.Token {
+		t.Errorf("replacement %+v (previous %+v), fence %d after %d", r.Record, r.Previous, r.Record.Fence, a.Record.Fence)
+	}
+	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); err == nil {
+		t.Error("the replaced holder's heartbeat succeeded")
+	}
+	if st := state(t, s, "k"); st.State != lease.Held || st.Record.Token != r.Record.Token {
+		t.Errorf("after the replace: %s %+v", st.State, st.Record)
+	}
+	if h.Journal != nil {
+		ev := h.Journal(t, s)
+		if len(ev) == 0 || ev[len(ev)-1].Event != lease.EventForceRelease || ev[len(ev)-1].By != "conf-b" {
+			t.Errorf("journal %+v: want a force_release by conf-b last", ev)
+		}
+	}
+	// With no token, whatever is there is replaced, and nothing is fine too.
+	if _, err := s.Replace(bg, "", lease.Request{Kind: "k", Owner: "conf-c", TTLMinutes: h.TTLMinutes}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Replace(bg, "", lease.Request{Kind: "fresh", Owner: "conf-c", TTLMinutes: h.TTLMinutes}); err != nil || r.Previous != nil {
+		t.Fatalf("replace of a free kind: %+v, %v", r, err)
 	}
 }

@@ -27,7 +27,7 @@ var (
 	// ErrTokenMismatch reports a release by the record's owner with a token
 	// that is not the record's: the lease was taken over since (or the
 	// token is wrong). It wraps ErrNotOwner, so errors.Is matches both.
-	ErrTokenMismatch = fmt.Errorf("%w: token mismatch", ErrNotOwner)
+	ErrTokenMismatch error = &wrappedError{msg: ErrNotOwner.Error() + ": token mismatch", err: ErrNotOwner}
 	// ErrNotDead reports a reap of a lease that is still live.
 	ErrNotDead = errors.New("lease: not dead")
 	// ErrGuardBusy reports that the per-kind critical section stayed occupied
@@ -37,6 +37,17 @@ var (
 	// cluster that cannot be reached): nothing is known to have changed.
 	ErrUnavailable = errors.New("lease: store unavailable")
 )
+
+// wrappedError is what fmt.Errorf("%w: ...") makes, without running fmt
+// at package initialisation (a short-lived process pays for every page of
+// code it touches).
+type wrappedError struct {
+	msg string
+	err error
+}
+
+func (e *wrappedError) Error() string { return e.msg }
+func (e *wrappedError) Unwrap() error { return e.err }
 
 // HeldError carries the live record that refused an acquisition. It matches
 // ErrHeld, and also ErrTimeout when it ends a wait.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
@@ -54,6 +55,9 @@ func (b *fileBackend) fencePath(kind string) string {
 }
 
 func decodeFence(data []byte) (fenceMark, bool) {
+	if m, ok := decodeFenceFast(data); ok {
+		return m, m.Fence > 0
+	}
 	var m fenceMark
 	if err := json.Unmarshal(data, &m); err != nil || m.Fence <= 0 {
 		return fenceMark{}, false
@@ -114,7 +118,7 @@ func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) 
 		return 0, fmt.Errorf("%w: %s", ErrFenceExhausted, kind)
 	}
 	n++
-	data, _ := json.Marshal(fenceMark{Fence: n, Token: fenceToken(token)})
+	data := fenceMark{Fence: n, Token: fenceToken(token)}.marshal()
 	if err := setFenceAttr(b.dir, fenceAttrPrefix+kind, data); err == nil {
 		return n, nil
 	}
@@ -122,6 +126,50 @@ func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) 
 		return 0, fmt.Errorf("lease: store the fence of %s: %w", kind, err)
 	}
 	return n, nil
+}
+
+// marshal is json.Marshal(m), without reflection.
+func (m fenceMark) marshal() []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, `{"f":`...)
+	b = strconv.AppendInt(b, m.Fence, 10)
+	b = append(b, `,"t":`...)
+	b = appendJSONString(b, m.Token, true)
+	return append(b, '}')
+}
+
+// decodeFenceFast reads a mark in the exact form this package writes,
+// {"f":N,"t":"<hex>"}, as json.Unmarshal would; ok is false for anything
+// else, which decodeFence then gives to json.Unmarshal.
+func decodeFenceFast(data []byte) (m fenceMark, ok bool) {
+	s := string(data)
+	rest, found := strings.CutPrefix(s, `{"f":`)
+	if !found {
+		return m, false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || rest[0] == '0' {
+		return m, false
+	}
+	n, err := strconv.ParseInt(rest[:i], 10, 64)
+	if err != nil {
+		return m, false
+	}
+	rest, found = strings.CutPrefix(rest[i:], `,"t":"`)
+	if !found {
+		return m, false
+	}
+	j := 0
+	for j < len(rest) && (rest[j] >= '0' && rest[j] <= '9' || rest[j] >= 'a' && rest[j] <= 'f') {
+		j++
+	}
+	if rest[j:] != `"}` {
+		return m, false
+	}
+	return fenceMark{Fence: n, Token: rest[:j]}, true
 }
 
 // attachFence sets rec.Fence when the stored mark names rec's token.

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -63,6 +62,12 @@ func (b *fileBackend) Read(_ context.Context, kind string) (*Record, error) {
 }
 
 func (b *fileBackend) read(kind string) (*Record, error) {
+	return b.readRecord(kind, true)
+}
+
+// readRecord is read; withFence false leaves the record's Fence unset
+// (for a caller that never looks at it), which saves reading the counter.
+func (b *fileBackend) readRecord(kind string, withFence bool) (*Record, error) {
 	data, err := storefile.Read(b.recordPath(kind), MaxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -77,7 +82,9 @@ func (b *fileBackend) read(kind string) (*Record, error) {
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
 	}
 	rec := DecodeRecord(kind, data)
-	b.attachFence(rec)
+	if withFence {
+		b.attachFence(rec)
+	}
 	b.judge(rec)
 	return rec, nil
 }
@@ -120,6 +127,17 @@ func (b *fileBackend) remove(kind string) error {
 // A change's event is journaled inside the guard before the change is
 // made; a change whose event cannot be journaled is not made.
 func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+	return b.update(ctx, kind, fn, true)
+}
+
+// updateUnfenced is Update for a fn that never looks at the current
+// record's Fence and never hands the record on (a release): the fence
+// counter is then not read.
+func (b *fileBackend) updateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+	return b.update(ctx, kind, fn, false)
+}
+
+func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) (Change, error), withFence bool) (*Record, error) {
 	g, err := b.enterGuard(ctx, kind)
 	if errors.Is(err, errNoStore) {
 		ch, ferr := fn(nil)
@@ -135,7 +153,7 @@ func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) 
 		return nil, err
 	}
 	defer b.leaveGuard(g)
-	cur, err := b.read(kind)
+	cur, err := b.readRecord(kind, withFence)
 	if err != nil {
 		return nil, err
 	}
@@ -217,8 +235,8 @@ func (b *fileBackend) Journal(_ context.Context, e Event) error {
 // randomHex returns 2n hex digits from the system's secure random source.
 func randomHex(n int) string {
 	buf := make([]byte, n)
-	if _, err := rand.Read(buf); err != nil {
-		panic(fmt.Sprintf("lease: no secure randomness: %v", err)) // crypto/rand never fails on supported platforms
+	if err := secureRandom(buf); err != nil {
+		panic(fmt.Sprintf("lease: no secure randomness: %v", err)) // never fails on supported platforms
 	}
 	return hex.EncodeToString(buf)
 }

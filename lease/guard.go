@@ -57,13 +57,13 @@ type guardHolder struct {
 // open with the exclusive flock that keeps it live.
 type heldGuard struct {
 	kind, path, id string
-	lock           *os.File
+	lock           *holderLock
 }
 
 // mkdirGuard is the mkdir form of entry: the directory first, then the
 // holder file, locked before its content is written, so whoever reads a
 // holder that says "lock" finds the lock already held.
-func mkdirGuard(path string, holder []byte) (*os.File, error) {
+func mkdirGuard(path string, holder []byte) (*holderLock, error) {
 	if err := os.Mkdir(path, 0o777); err != nil {
 		return nil, err
 	}
@@ -87,10 +87,7 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 	path := b.guardPath(kind)
 	me := self()
 	me.ID, me.Lock = randomHex(16), true
-	body, err := json.Marshal(me)
-	if err != nil {
-		return nil, fmt.Errorf("lease: guard %s: %w", kind, err)
-	}
+	body := me.marshal()
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
 	for {
@@ -292,7 +289,8 @@ func (b *fileBackend) sameGuard(moved string, v verdict) bool {
 }
 
 // leaveGuard gives the critical section back. It captures the guard by
-// renaming it to a unique name and checks the holder id before deleting it:
+// renaming it to a unique name and checks that it holds this process's
+// holder file before deleting it:
 // if this process was stopped long enough for an age-based reaper to recover
 // its guard, the directory now belongs to someone else and is restored.
 // Failures are journaled, not returned: the mutation has already happened,
@@ -306,7 +304,12 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 		_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return
 	}
-	if h := readHolder(captured); h != nil && h.ID == g.id {
+	// The captured guard is this holder's exactly when its holder file is
+	// the one this process created and still holds open (and locked): an
+	// open file's inode is never reused, so no other guard's holder file
+	// can be that inode. Comparing inodes (fstat, lstat) answers what
+	// reading the file back and comparing ids would, without a read.
+	if g.lock.isAt(filepath.Join(captured, holderFile)) {
 		_ = unlinkFile(filepath.Join(captured, holderFile))
 		if removeDir(captured) != nil {
 			_ = os.RemoveAll(captured)

@@ -28,7 +28,7 @@ var noReplaceUnsupported atomic.Bool
 // including another implementation's empty mkdir guard. Where the
 // filesystem lacks RENAME_NOREPLACE it uses mkdir, which is equally
 // exclusive.
-func createGuard(path string, holder []byte) (*os.File, error) {
+func createGuard(path string, holder []byte) (*holderLock, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fs.ErrExist
 	}
@@ -76,9 +76,7 @@ func renameNoReplace(from, to string) error {
 var self = sync.OnceValue(func() guardHolder {
 	h := guardHolder{PID: os.Getpid()}
 	h.Host, _ = os.Hostname()
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		h.Boot = string(bytes.TrimSpace(b))
-	}
+	h.Boot = kernelBootID()
 	h.PIDNS, _ = os.Readlink("/proc/self/ns/pid")
 	if st, _, err := procStat(h.PID); err == nil {
 		h.Start = st
@@ -117,7 +115,7 @@ func holderAlive(h *guardHolder) (alive bool, reason string, known bool) {
 // procStat reads a process's start time (clock ticks since boot, field 22 of
 // /proc/<pid>/stat) and its state letter.
 func procStat(pid int) (start uint64, state byte, err error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	data, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, 0, err
 	}

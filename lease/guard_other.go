@@ -10,7 +10,7 @@ import (
 
 // createGuard makes the guard directory with mkdir, then records its
 // holder and locks it (see [mkdirGuard]).
-func createGuard(path string, holder []byte) (*os.File, error) { return mkdirGuard(path, holder) }
+func createGuard(path string, holder []byte) (*holderLock, error) { return mkdirGuard(path, holder) }
 
 func renameNoReplace(from, to string) error {
 	if _, err := os.Lstat(to); err == nil {

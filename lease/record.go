@@ -2,13 +2,13 @@ package lease
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -128,7 +128,7 @@ func TokenFingerprint(token string) string {
 	if token == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(token))
+	sum := sha256Sum([]byte(token))
 	return "sha256:" + hex.EncodeToString(sum[:6])
 }
 
@@ -188,20 +188,48 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 	} else {
 		payload = json.RawMessage("null")
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	b := make([]byte, 0, 512)
+	b = append(b, '{')
 	field := func(name string, v any) error {
-		if b.Len() > 1 {
-			b.WriteByte(',')
+		if len(b) > 1 {
+			b = append(b, ',')
 		}
-		k, _ := marshalPlain(name)
-		b.Write(k)
-		b.WriteByte(':')
+		b = appendJSONString(b, name, false)
+		b = append(b, ':')
+		// The scalars of every record are written here as marshalPlain
+		// writes them; the rest (payloads, other tools' fields) by it.
+		switch x := v.(type) {
+		case int:
+			b = strconv.AppendInt(b, int64(x), 10)
+			return nil
+		case string:
+			b = appendJSONString(b, x, false)
+			return nil
+		case float64:
+			if out, ok := appendJSONFloat(b, x); ok {
+				b = out
+				return nil
+			}
+		case json.RawMessage:
+			if string(x) == "null" {
+				b = append(b, "null"...)
+				return nil
+			}
+		case bootField:
+			b = append(b, `{"id":`...)
+			b = appendJSONString(b, x.ID, false)
+			b = append(b, `,"ms":`...)
+			b = strconv.AppendInt(b, x.Ms, 10)
+			b = append(b, `,"at":`...)
+			b = appendJSONString(b, x.At, false)
+			b = append(b, '}')
+			return nil
+		}
 		enc, err := marshalPlain(v)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", name, err)
 		}
-		b.Write(enc)
+		b = append(b, enc...)
 		return nil
 	}
 	known := []struct {
@@ -241,8 +269,8 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 			return nil, err
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	b = append(b, '}')
+	return b, nil
 }
 
 // marshalPlain encodes v as compact JSON without escaping <, > and &, as
@@ -265,12 +293,15 @@ func (r *Record) encodeFile() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, compact, "", "  "); err != nil {
-		return nil, err
+	out, ok := indentCompact(make([]byte, 0, 2*len(compact)), compact)
+	if !ok {
+		var b bytes.Buffer
+		if err := json.Indent(&b, compact, "", "  "); err != nil {
+			return nil, err
+		}
+		out = b.Bytes()
 	}
-	b.WriteByte('\n')
-	out := b.Bytes()
+	out = append(out, '\n')
 	for ph, v := range subst {
 		out = bytes.Replace(out, []byte(ph), v, 1)
 	}
@@ -287,6 +318,14 @@ func (r *Record) encodeFile() ([]byte, error) {
 // heartbeated or released, and lapses at its TTL, as in the Node tool), and
 // the kind is always the file's.
 func DecodeRecord(kind string, data []byte) *Record {
+	if r, ok := decodeRecordFast(kind, data); ok {
+		return r
+	}
+	return decodeRecordSlow(kind, data)
+}
+
+// decodeRecordSlow is DecodeRecord by encoding/json, for every record.
+func decodeRecordSlow(kind string, data []byte) *Record {
 	bad := func(reason string) *Record {
 		return &Record{Kind: kind, Corrupt: true, Raw: string(data), Reason: reason}
 	}

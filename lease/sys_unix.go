@@ -55,10 +55,38 @@ const maxHolderBytes = 4 << 10
 // Store files are opened through package storefile: no symlink followed,
 // regular files only, never blocking, bounded reads.
 var (
-	createLockedFile = storefile.CreateLocked
-	flockRetry       = storefile.Flock
-	sameFile         = storefile.Same
+	flockRetry = storefile.Flock
+	sameFile   = storefile.Same
 )
+
+// holderLock is a guard's holder.json, open with the exclusive flock that
+// keeps the guard live while this process holds it. It is a bare
+// descriptor: see [storefile.CreateLockedFd].
+type holderLock struct{ fd int }
+
+// Close releases the lock (the kernel drops it with the last descriptor).
+func (l *holderLock) Close() error {
+	if l.fd < 0 {
+		return nil
+	}
+	err := unix.Close(l.fd)
+	l.fd = -1
+	return err
+}
+
+// isAt reports whether the file at path (not followed if a symlink) is
+// this holder file.
+func (l *holderLock) isAt(path string) bool { return storefile.SameFd(l.fd, path) }
+
+// createLockedFile creates a holder file with data, locked before data is
+// written.
+func createLockedFile(path string, data []byte) (*holderLock, error) {
+	fd, err := storefile.CreateLockedFd(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return &holderLock{fd: fd}, nil
+}
 
 // openHolderFile opens and reads a guard's holder file (at most
 // maxHolderBytes), returned open for a lock test on the very inode read.

@@ -3,17 +3,18 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"syscall"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
 	"github.com/durable-lease/durable-lease/internal/leasecli"
 )
 
 func main() {
-	// The signals are not unregistered before os.Exit: that would only
-	// cost a round trip per signal with the runtime's signal thread.
-	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	os.Exit(leasecli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	// SIGINT, SIGTERM and SIGHUP cancel a wait. They are registered only
+	// when something waits (see package signals): until the store is
+	// touched they end the process, and a call that never waits runs to
+	// its end.
+	sigs := signals.New(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	os.Exit(leasecli.MainSignals(sigs, os.Args[1:], os.Stdout, os.Stderr))
 }

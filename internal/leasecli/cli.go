@@ -6,10 +6,12 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
 	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/internal/testclock"
@@ -49,6 +51,9 @@ func helpVars() kong.Vars {
 // verb is every command: Parse returns the selected one.
 type verb interface{ Run(e *env) error }
 
+// waiter is a verb that may wait for a lease when waits says so.
+type waiter interface{ waits() bool }
+
 // env is what every command's Run receives.
 type env struct {
 	ctx    context.Context
@@ -75,6 +80,21 @@ func shown(r *lease.Record, reveal bool) *lease.Record {
 // Main runs the lease command with args (without the program name) and
 // returns the process exit status. ctx cancels a wait.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, nil, args, stdout, stderr)
+}
+
+// MainSignals is Main for the lease executable: its context is sigs's.
+// Until the store is first touched a signal ends the process, before
+// anything was changed; from then on the signals are held (see
+// [signals.Lazy.Hold]) by a call that does not wait, and cancel one that
+// waits (acquire --wait-ms), whose signals are registered just before.
+func MainSignals(sigs *signals.Lazy, args []string, stdout, stderr io.Writer) int {
+	return run(sigs.Context(), sigs.Hold, args, stdout, stderr)
+}
+
+// run is Main; hold, when not nil, is called just before the store is
+// first touched.
+func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writer) int {
 	var c cli
 	pretty, reveal := false, false
 	cmd, exited, status, err := cliparse.Parse(&c, "lease", description, helpVars(), args, stdout, stderr)
@@ -85,9 +105,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	pretty, reveal = c.Pretty, c.RevealTokens
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+	var cwd string
+	if !filepath.IsAbs(c.Store) {
+		// Only a relative or default store is found from the working
+		// directory (an absolute one is used as it is: two system calls
+		// saved).
+		if cwd, err = os.Getwd(); err != nil {
+			return fail(stdout, stderr, pretty, reveal, err)
+		}
 	}
 	clock, err := testclock.StoreOptions()
 	if err != nil {
@@ -99,6 +124,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	defer closeStore()
+	if w, ok := cmd.Target.(waiter); ok && w.waits() {
+		// A call that will wait has its signals registered before it
+		// touches the store (asking its context is what registers
+		// them), so that none is lost between its first attempt and
+		// its wait.
+		_ = ctx.Err()
+	} else if hold != nil {
+		hold()
+	}
 	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -28,6 +30,41 @@ type acquireOut struct {
 	ExpiresAt       string        `json:"expiresAt"`
 	TookOverExpired bool          `json:"tookOverExpired,omitempty"`
 	Previous        *lease.Record `json:"previous,omitempty"`
+}
+
+func (c *acquireCmd) waits() bool { return c.WaitMs > 0 }
+
+// AppendJSON implements outcome.Appender: the output as encoding/json
+// writes it (the records' own MarshalJSON writes compact JSON).
+func (o acquireOut) AppendJSON(b []byte) ([]byte, bool) {
+	ok := true
+	str := func(name, v string) {
+		b = append(b, name...)
+		if ok {
+			b, ok = outcome.AppendString(b, v)
+		}
+	}
+	b = append(b, `{"ok":`...)
+	b = strconv.AppendBool(b, o.OK)
+	str(`,"code":`, o.Code)
+	str(`,"kind":`, o.Kind)
+	b = append(b, `,"record":`...)
+	if ok {
+		b, ok = outcome.AppendMarshaler(b, o.Record, o.Record == nil)
+	}
+	if o.Fence != 0 {
+		b = append(b, `,"fence":`...)
+		b = strconv.AppendInt(b, o.Fence, 10)
+	}
+	str(`,"expiresAt":`, o.ExpiresAt)
+	if o.TookOverExpired {
+		b = append(b, `,"tookOverExpired":true`...)
+	}
+	if o.Previous != nil && ok {
+		b = append(b, `,"previous":`...)
+		b, ok = outcome.AppendMarshaler(b, o.Previous, false)
+	}
+	return append(b, '}'), ok
 }
 
 func (c *acquireCmd) Run(e *env) error {
@@ -120,6 +157,33 @@ type releaseOut struct {
 	WasExpired bool          `json:"wasExpired"`
 	Forced     bool          `json:"forced,omitempty"`
 	Previous   *lease.Record `json:"previous,omitempty"`
+}
+
+// AppendJSON implements outcome.Appender, as acquireOut's does.
+func (o releaseOut) AppendJSON(b []byte) ([]byte, bool) {
+	ok := true
+	str := func(name, v string) {
+		b = append(b, name...)
+		if ok {
+			b, ok = outcome.AppendString(b, v)
+		}
+	}
+	b = append(b, `{"ok":`...)
+	b = strconv.AppendBool(b, o.OK)
+	str(`,"code":`, o.Code)
+	str(`,"kind":`, o.Kind)
+	b = append(b, `,"released":`...)
+	b = strconv.AppendBool(b, o.Released)
+	b = append(b, `,"wasExpired":`...)
+	b = strconv.AppendBool(b, o.WasExpired)
+	if o.Forced {
+		b = append(b, `,"forced":true`...)
+	}
+	if o.Previous != nil && ok {
+		b = append(b, `,"previous":`...)
+		b, ok = outcome.AppendMarshaler(b, o.Previous, false)
+	}
+	return append(b, '}'), ok
 }
 
 func (c *releaseCmd) Run(e *env) error {

@@ -42,6 +42,11 @@ func openWith(path string, flags int, perm uint32) (int, error) {
 		case err != nil:
 			return -1, &os.PathError{Op: "open", Path: path, Err: err}
 		}
+		if flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
+			// Created by this very call (O_EXCL fails on anything at
+			// path, a symlink included): a new regular file.
+			return fd, nil
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
@@ -150,20 +155,31 @@ func WriteNew(path string, data []byte) error {
 // flock(2) on it before writing data, and returns it open: the lock lasts
 // until the file is closed or the process dies, whichever comes first.
 func CreateLocked(path string, data []byte) (*os.File, error) {
-	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o666)
+	fd, err := CreateLockedFd(path, data)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// CreateLockedFd is [CreateLocked] returning the bare descriptor, which
+// the caller closes with unix.Close: an *os.File would register it with
+// the runtime's poller, which a short-lived process then starts for
+// nothing (a regular file cannot be polled).
+func CreateLockedFd(path string, data []byte) (int, error) {
+	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o666)
+	if err != nil {
+		return -1, err
+	}
 	if err := Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "flock", Path: path, Err: err}
 	}
 	if err := writeAll(fd, path, data); err != nil {
-		f.Close()
-		return nil, err
+		unix.Close(fd)
+		return -1, err
 	}
-	return f, nil
+	return fd, nil
 }
 
 // Flock is flock(2), retried on EINTR.
@@ -177,9 +193,13 @@ func Flock(fd, how int) error {
 }
 
 // Same reports whether path (not followed if a symlink) is the open file f.
-func Same(f *os.File, path string) bool {
+func Same(f *os.File, path string) bool { return SameFd(int(f.Fd()), path) }
+
+// SameFd reports whether path (not followed if a symlink) is the file
+// open as fd.
+func SameFd(fd int, path string) bool {
 	var a, b unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(path, &b) != nil {
+	if unix.Fstat(fd, &a) != nil || unix.Lstat(path, &b) != nil {
 		return false
 	}
 	return a.Dev == b.Dev && a.Ino == b.Ino

@@ -1,0 +1,184 @@
+package lease
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The hot path of a mutation writes a few small JSON objects of fixed
+// shape (a guard's holder, a fence mark, a record's scalar fields). A
+// short-lived process pays for encoding/json's reflection once per type,
+// tens of microseconds each on a cold start, so those are written here,
+// byte for byte as encoding/json writes them (the tests compare the two).
+
+// appendJSONString appends s as encoding/json encodes a string: with
+// escapeHTML as json.Marshal does (<, > and & as \u003c, \u003e, \u0026),
+// without as an Encoder with SetEscapeHTML(false) does.
+func appendJSONString(dst []byte, s string, escapeHTML bool) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || (b != '<' && b != '>' && b != '&')) {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONFloat appends a finite f as encoding/json encodes a float64;
+// ok is false for an infinity or NaN, which encoding/json refuses.
+func appendJSONFloat(dst []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return dst, false
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9, as encoding/json writes it.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, true
+}
+
+// marshal is json.Marshal(h), without reflection.
+func (h *guardHolder) marshal() []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, h.ID, true)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(h.PID), 10)
+	if h.Host != "" {
+		b = append(b, `,"host":`...)
+		b = appendJSONString(b, h.Host, true)
+	}
+	if h.Boot != "" {
+		b = append(b, `,"boot":`...)
+		b = appendJSONString(b, h.Boot, true)
+	}
+	if h.PIDNS != "" {
+		b = append(b, `,"pidns":`...)
+		b = appendJSONString(b, h.PIDNS, true)
+	}
+	if h.Start != 0 {
+		b = append(b, `,"start":`...)
+		b = strconv.AppendUint(b, h.Start, 10)
+	}
+	if h.Lock {
+		b = append(b, `,"lock":true`...)
+	}
+	return append(b, '}')
+}
+
+// indentCompact appends src, compact JSON as marshal writes it, indented
+// by two spaces as json.Indent(dst, src, "", "  ") indents it. ok is false
+// when src is not balanced JSON text (never, for what marshal writes);
+// the caller then leaves it to json.Indent, which says what is wrong.
+func indentCompact(dst, src []byte) (out []byte, ok bool) {
+	newline := func(depth int) {
+		dst = append(dst, '\n')
+		for i := 0; i < depth; i++ {
+			dst = append(dst, ' ', ' ')
+		}
+	}
+	depth := 0
+	needIndent := false
+	inString, escaped := false, false
+	for _, c := range src {
+		if inString {
+			dst = append(dst, c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		if needIndent && c != '}' && c != ']' {
+			needIndent = false
+			depth++
+			newline(depth)
+		}
+		switch c {
+		case '"':
+			inString = true
+			dst = append(dst, c)
+		case '{', '[':
+			needIndent = true
+			dst = append(dst, c)
+		case ',':
+			dst = append(dst, c)
+			newline(depth)
+		case ':':
+			dst = append(dst, c, ' ')
+		case '}', ']':
+			if needIndent {
+				needIndent = false
+			} else {
+				depth--
+				if depth < 0 {
+					return dst, false
+				}
+				newline(depth)
+			}
+			dst = append(dst, c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst, depth == 0 && !needIndent && !inString
+}

@@ -16,7 +16,7 @@ import (
 type etaModel struct {
 	avg time.Duration
 	// elapsed has one value per usable slot, longest first: how long its
-	// current holder has held it, capped at avg; a free slot counts as
+	// current holder has held it, capped at 9/10 of avg; a free slot counts as
 	// avg (its turn has come).
 	elapsed []time.Duration
 }
@@ -41,7 +41,9 @@ func (p *Pool) model(ctx context.Context, slots []SlotStatus) etaModel {
 		}
 		held := m.avg
 		if s.State == lease.Held && s.Record != nil && !s.Record.AcquiredAt.IsZero() {
-			held = min(max(now.Sub(s.Record.AcquiredAt), 0), m.avg)
+			// A holder past the average still holds the slot: it is taken
+			// to have a tenth of a hold left, not to be done already.
+			held = min(max(now.Sub(s.Record.AcquiredAt), 0), m.avg-m.avg/10)
 		}
 		m.elapsed = append(m.elapsed, held)
 	}
@@ -54,7 +56,8 @@ func (p *Pool) model(ctx context.Context, slots []SlotStatus) etaModel {
 //	rounds = ceil(pos / k)           k usable slots (at least 1)
 //	j      = pos - (rounds-1)·k      its place within its round
 //	eta    = rounds·avg - elapsed_j  elapsed_j: the j-th longest time a
-//	                                 usable slot has been held, capped at avg
+//	                                 usable slot has been held, capped at
+//	                                 9/10 of avg (a free slot: avg)
 //
 // never below zero. With one slot and nobody holding it long, that is
 // position × avg, the Node tool's ETA; with k slots the queue moves k

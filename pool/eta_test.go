@@ -66,12 +66,13 @@ func TestEtaArithmetic(t *testing.T) {
 	if got := queueEtas(t, tp); !sameDurations(got, want) {
 		t.Fatalf("etas with slot 2 quarantined %v, want %v", got, want)
 	}
-	// Held longer than the average: its turn is now, then one hold each.
+	// Held longer than the average: a tenth of a hold (48 s) is left,
+	// then one hold each.
 	for i := 0; i < 10; i++ { // the waiters keep their places meanwhile
 		tp.clock.Advance(time.Minute)
 		tp.mustHeartbeatEntries(t, ids)
 	}
-	want = []time.Duration{0, 8 * time.Minute, 16 * time.Minute, 24 * time.Minute}
+	want = []time.Duration{48 * time.Second, 8*time.Minute + 48*time.Second, 16*time.Minute + 48*time.Second, 24*time.Minute + 48*time.Second}
 	if got := queueEtas(t, tp); !sameDurations(got, want) {
 		t.Fatalf("etas past the average %v, want %v", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -211,11 +212,11 @@ func (p *Pool) Unquarantine(ctx context.Context, slotID, owner string) (*Slot, e
 // restore resets and health-checks quarantined slot s and, when both
 // pass, releases its quarantine. owner takes the quarantine's lease for
 // the time it takes; by is who restores it, for the log. Taking it is one
-// change fenced by the quarantine record's token, so of two restorers
-// (an operator and a probe, say) one runs the commands and the other is
-// refused with ErrNotQuarantined; and the record taken is still a
-// quarantine, so if the restorer dies meanwhile the slot stays out of
-// rotation.
+// change fenced by the quarantine record's token, and the record taken is
+// still the quarantine, marked as being lifted: so of two restorers (an
+// operator and a probe, say) one runs the commands and the other is
+// refused with ErrNotQuarantined, and if the restorer dies meanwhile the
+// slot stays out of rotation until another restorer takes over its lift.
 func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil {
@@ -225,8 +226,17 @@ func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 	if st.State != lease.Held || q == nil {
 		return fmt.Errorf("%w: slot %s is %s, not quarantined", ErrNotQuarantined, s.ID, st.State)
 	}
+	// A restorer at work heartbeats the record it took; one silent for
+	// liftStale has died, and its lift may be taken over.
+	if l := liftingOf(st.Record); l != nil && p.now().Sub(st.Record.Heartbeat) < liftStale {
+		return fmt.Errorf("%w: slot %s is being restored by %s", ErrNotQuarantined, s.ID, l.By)
+	}
+	payload, _ := json.Marshal(struct {
+		Quarantine Quarantine `json:"quarantine"`
+		Lifting    lifting    `json:"lifting"`
+	}{*q, lifting{By: by, At: p.stamp()}})
 	acq, err := p.store.Replace(ctx, st.Record.Token, lease.Request{Kind: s.Kind, Owner: owner,
-		TTLMinutes: lease.MaxTTLMinutes, Payload: quarantinePayload(*q)})
+		TTLMinutes: lease.MaxTTLMinutes, Payload: payload})
 	if errors.Is(err, lease.ErrTokenMismatch) || errors.Is(err, lease.ErrNotHeld) {
 		return fmt.Errorf("%w: slot %s changed meanwhile (another operator or a probe is restoring it)", ErrNotQuarantined, s.ID)
 	}
@@ -235,6 +245,15 @@ func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 	}
 	rec := acq.Record
 	if err := p.resetAndCheck(ctx, s, rec); err != nil {
+		// Still quarantined, no longer being lifted: the next restorer
+		// need not wait for this one's mark to go stale.
+		if out := failureOutput(err); out != "" {
+			q.Output = out
+		}
+		if _, rerr := p.store.Replace(context.WithoutCancel(ctx), rec.Token, lease.Request{Kind: s.Kind, Owner: owner,
+			TTLMinutes: lease.MaxTTLMinutes, Payload: quarantinePayload(*q)}); rerr != nil {
+			fmt.Fprintf(p.log, "pool: slot %s stays quarantined, marked as being restored for %s: %v\n", s.ID, liftStale, rerr)
+		}
 		p.logEvent(ctx, "slot_unquarantine_failed", map[string]any{"slot_id": s.RawID, "by": by, "error": err.Error(),
 			"output": failureOutput(err)})
 		return err
@@ -244,6 +263,30 @@ func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 	}
 	p.logEvent(ctx, "slot_unquarantined", map[string]any{"slot_id": s.RawID, "by": by})
 	return nil
+}
+
+// lifting marks a quarantine record taken by a restorer (see restore).
+type lifting struct {
+	By string `json:"by"`
+	At string `json:"at"`
+}
+
+// liftStale is how long a restorer's record may go without a heartbeat
+// (it beats every 2 s while its commands run) before it counts as dead.
+const liftStale = 30 * time.Second
+
+// liftingOf returns the restorer of a quarantine record, or nil.
+func liftingOf(rec *lease.Record) *lifting {
+	if rec == nil || rec.Corrupt || len(rec.Payload) == 0 {
+		return nil
+	}
+	var pl struct {
+		Lifting *lifting `json:"lifting"`
+	}
+	if json.Unmarshal(rec.Payload, &pl) != nil {
+		return nil
+	}
+	return pl.Lifting
 }
 
 // allQuarantined reports whether every slot is quarantined, from statuses

@@ -366,3 +366,33 @@ func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
 		t.Errorf("history: %v", err)
 	}
 }
+
+// TestLiftOfADeadRestorer: a restorer that died mid-lift leaves the slot
+// quarantined; another restorer is refused while the lift's heartbeat is
+// fresh and takes it over once it is liftStale old.
+func TestLiftOfADeadRestorer(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPool(t, oneSlotPool, Options{})
+	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {
+		t.Fatal(err)
+	}
+	st := tp.status(t).Slots[0]
+	payload := []byte(`{"quarantine":{"reason":"maintenance","by":"ops","at":"x"},"lifting":{"by":"ops-dead","at":"x"}}`)
+	if _, err := tp.Store().Replace(ctx, st.Record.Token, lease.Request{Kind: "slot-1", Owner: "ops-dead",
+		TTLMinutes: lease.MaxTTLMinutes, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, ErrNotQuarantined) || !strings.Contains(err.Error(), "being restored by ops-dead") {
+		t.Fatalf("unquarantine during another's lift = %v", err)
+	}
+	if q := tp.status(t).Slots[0].Quarantine; q == nil {
+		t.Fatal("a lift in progress shows the slot as not quarantined")
+	}
+	tp.clock.Advance(liftStale + time.Second)
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); err != nil {
+		t.Fatalf("unquarantine after the lifter died: %v", err)
+	}
+	if st := tp.status(t).Slots[0]; st.State != lease.Free {
+		t.Errorf("slot %s", st.State)
+	}
+}

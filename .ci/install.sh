@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install.sh: install what the hook tests (internal/hooktest) need, when it
 # is missing: git, PostgreSQL, Redis and pre-commit from the distribution's
-# packages (Debian), and lefthook, pinned, from npm into .ci/tools.
+# packages (Debian), and lefthook, pinned, from npm into .ci/tools; and
+# tmux, the real terminal of pool top's tests (internal/pooltop).
 #
 #   .ci/install.sh            install what is missing
 #   .ci/install.sh lefthook   print the path of the pinned lefthook binary
@@ -42,6 +43,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v pre-commit >/dev/null 2>&1 || missing+=(pre-commit)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# A real terminal for the tests of `pool top` (internal/pooltop).
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # The distribution's etcd, to prove the client works with it (etcdstore's
 # tests run against it with ETCDTEST_BINARY; go test itself embeds etcd).
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)

@@ -52,6 +52,7 @@ type cli struct {
 	History      historyCmd      `cmd:"" help:"Grants, hold times, waits and failures per slot, from the pool's log."`
 	Quarantine   quarantineCmd   `cmd:"" help:"Take a slot out of rotation (owner-fenced, journaled); waiters never get it."`
 	Unquarantine unquarantineCmd `cmd:"" help:"Reset and health-check a quarantined slot, and put it back into rotation if both pass."`
+	Top          topCmd          `cmd:"" help:"A live view of the pool on a terminal: slots, queue and recent events, redrawn as they change (q leaves; runs durable-lease-top)."`
 	Waiter       waiterCmd       `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
 
 	// Plumbing: one step of a waiter each, for callers that drive the queue.

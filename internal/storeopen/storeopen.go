@@ -90,7 +90,7 @@ func Served(where string) bool {
 // on failure: ErrNotServed when there is no helper, or the exec error.
 func HandOff(where, cli string, args []string) error {
 	scheme := Scheme(where)
-	path := findHelper(HelperName(scheme))
+	path := FindHelper(HelperName(scheme))
 	if path == "" {
 		return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable or on PATH",
 			ErrNotServed, redact(where), scheme, HelperName(scheme))
@@ -102,9 +102,10 @@ func HandOff(where, cli string, args []string) error {
 	return nil // not reached
 }
 
-// findHelper looks beside the running executable first (an install puts
-// them together), then on PATH.
-func findHelper(name string) string {
+// FindHelper returns the path of the helper executable name, looking
+// beside the running executable first (an install puts them together),
+// then on PATH; "" when there is none.
+func FindHelper(name string) string {
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {

@@ -163,7 +163,9 @@ func TestPoolLastSlotRace(t *testing.T) {
 	const n = 12
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {
-		go func() { results <- runQuiet(env, pool, "acquire", "--pool", poolFile, "--owner", fmt.Sprintf("racer-%d", i), "--no-wait") }()
+		go func() {
+			results <- runQuiet(env, pool, "acquire", "--pool", poolFile, "--owner", fmt.Sprintf("racer-%d", i), "--no-wait")
+		}()
 	}
 	won := 0
 	for i := 0; i < n; i++ {

@@ -62,7 +62,7 @@ esac
 # Built as the README installs it: CGO_ENABLED=0 gives a static binary that
 # skips the dynamic loader and libc start-up (kong imports os/user, which
 # otherwise links libc).
-(cd "$root" && CGO_ENABLED=${CGO_ENABLED:-0} go build -o "$tmp/lease" ./cmd/lease)
+(cd "$root" && CGO_ENABLED=${CGO_ENABLED:-0} go build -o "$tmp/" ./cmd/lease ./cmd/durable-lease-etcd)
 
 # Where and what was measured.
 rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -66,6 +66,12 @@ func (s *Store) judge(kind string, rec *Record) *Status {
 	if !rec.Corrupt {
 		st.ExpiresAt = lv.ExpiresAt
 		st.Remaining = st.ExpiresAt.Sub(now)
+		if lv.Live {
+			// Judged live a moment ago on the backend's clock (etcd counts
+			// whole seconds, rounded down): held is never "expired by"
+			// the time it took to get here.
+			st.Remaining = max(st.Remaining, 0)
+		}
 	}
 	return st
 }

@@ -2,7 +2,9 @@
 // an etcd store. Users do not run it by name: lease, pool and pool-run hand
 // a command line whose store is an etcd:// URL to it (it must be installed
 // beside them or on PATH), so that the etcd client, and its start-up cost,
-// stays out of every directory-store call.
+// stays out of every directory-store call. It links the three CLIs whole,
+// with the full command-line parser, so lease also hands it the command
+// lines it does not read itself: help and mistakes.
 //
 //	durable-lease-etcd lease|pool|pool-run ARGS...
 package main

@@ -186,3 +186,56 @@ func TestPoolLastSlotRace(t *testing.T) {
 		t.Fatalf("status after the race: exit %d %s", st.code, st.stdout)
 	}
 }
+
+// TestLeaseHandsOtherCommandLinesOver: lease reads plain command lines
+// itself and links no kong (nor any etcd code); help, --help and mistakes
+// go to durable-lease-etcd, whose full parser prints them as lease's;
+// without it they are a usage error that says so, while plain command
+// lines and --version still work.
+func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLIs")
+	}
+	out, err := exec.Command("go", "list", "-deps", "github.com/durable-lease/durable-lease/cmd/lease").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/alecthomas/kong") || strings.HasPrefix(dep, "go.etcd.io/") || strings.Contains(dep, "charmbracelet") {
+			t.Errorf("cmd/lease links %s", dep)
+		}
+	}
+	bin := t.TempDir()
+	build(t, bin, "lease", "durable-lease-etcd")
+	alone := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(bin, "lease"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alone, "lease"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + t.TempDir()}
+	lease, lone := filepath.Join(bin, "lease"), filepath.Join(alone, "lease")
+
+	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "acquire"}} {
+		r := run(t, env, lease, args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: lease ") {
+			t.Errorf("lease %q: exit %d %q %s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := run(t, env, lease, "acquire", "--kind", "k")
+	if r.code != 2 || r.out["code"] != "usage" || !strings.Contains(fmt.Sprint(r.out["error"]), "missing flags: --owner") {
+		t.Errorf("a mistake: exit %d %s", r.code, r.stdout)
+	}
+	r = run(t, env, lone, "acquire", "--kind", "k")
+	if r.code != 2 || r.out["code"] != "usage" || !strings.Contains(fmt.Sprint(r.out["error"]), "durable-lease-etcd, which was not found") {
+		t.Errorf("a mistake without the helper: exit %d %s", r.code, r.stdout)
+	}
+	if r = run(t, env, lone, "acquire", "--kind", "k", "--owner", "me", "--ttl", "1"); r.code != 0 || r.out["ok"] != true {
+		t.Errorf("a plain acquire without the helper: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = run(t, env, lone, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "lease ") {
+		t.Errorf("--version without the helper: exit %d %q", r.code, r.stdout)
+	}
+}

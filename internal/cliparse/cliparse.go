@@ -1,6 +1,8 @@
-// Package cliparse parses a durable-lease command line with kong so that
-// every mistake becomes a usage error the caller prints as JSON, and --help
-// returns instead of exiting the process.
+// Package cliparse parses a durable-lease command line so that every
+// mistake becomes a usage error the caller prints as JSON, and --help
+// returns instead of exiting the process. Plain command lines are read by
+// reflection over the grammar's kong tags (quick.go); the rest by kong
+// (package kongparse), which an executable links by importing it.
 package cliparse
 
 import (
@@ -9,8 +11,6 @@ import (
 	"io"
 	"runtime/debug"
 	"time"
-
-	"github.com/alecthomas/kong"
 )
 
 // ErrUsage marks command-line mistakes; match it with errors.Is.
@@ -26,15 +26,28 @@ func Usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// exitRequest carries kong's request to exit (after --help) out of Parse.
-type exitRequest struct{ code int }
+// ErrNeedsFullParser reports a command line that the quick parser does
+// not read (help, a mistake, an unusual form) in an executable linked
+// without the full one (package kongparse): the lease executable, which
+// hands such command lines to one that has it.
+var ErrNeedsFullParser = errors.New("this command line needs the full parser")
+
+// FullParser parses a command line by the whole grammar, with help and
+// every error message; package kongparse registers kong's.
+type FullParser func(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error)
+
+var full FullParser
+
+// RegisterFull makes f the full parser of this executable.
+func RegisterFull(f FullParser) { full = f }
 
 // Parse parses args into grammar and returns the verb they selected.
-// When kong printed help (or another message) and wanted to exit, exited
-// is true and status is what it asked for; otherwise a parse failure is a
-// usage error. A plain command line is read without kong (see quick);
-// help and every mistake go to kong, which builds the whole grammar.
-func Parse(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
+// When the parser printed help (or another message) and wanted to exit,
+// exited is true and status is what it asked for; otherwise a parse
+// failure is a usage error. A plain command line is read the quick way
+// (see quick); help and every mistake go to the full parser, or fail with
+// ErrNeedsFullParser in an executable that links none.
+func Parse(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
 	if wantsVersion(args) {
 		fmt.Fprintf(stdout, "%s %s\n", name, Version())
 		return Command{}, true, 0, nil
@@ -43,40 +56,14 @@ func Parse(grammar any, name, description string, vars kong.Vars, args []string,
 	if cmd, ok := quick(grammar, args); ok {
 		return cmd, false, 0, nil
 	}
-	return parseWithKong(grammar, name, description, vars, args, stdout, stderr)
+	if full == nil {
+		return Command{}, false, 0, ErrNeedsFullParser
+	}
+	return full(grammar, name, description, vars, args, stdout, stderr)
 }
 
-// parseWithKong is Parse by kong's model of the whole grammar.
-func parseWithKong(grammar any, name, description string, vars kong.Vars, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
-	parser, err := kong.New(grammar,
-		kong.Name(name),
-		kong.Description(description),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitRequest{code}) }),
-		vars,
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-	)
-	if err != nil {
-		return Command{}, false, 0, fmt.Errorf("building the parser: %w", err)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			ex, ok := r.(exitRequest)
-			if !ok {
-				panic(r)
-			}
-			cmd, exited, status, err = Command{}, true, ex.code, nil
-		}
-	}()
-	kctx, err := parser.Parse(args)
-	if err != nil {
-		return Command{}, false, 0, Usagef("%v", err)
-	}
-	if sel := kctx.Selected(); sel != nil {
-		cmd = Command{Name: sel.Name, Target: sel.Target.Addr().Interface()}
-	}
-	return cmd, false, 0, nil
-}
+// Quick is the quick parse alone: the verb, and whether it read args.
+func Quick(grammar any, args []string) (Command, bool) { return quick(grammar, args) }
 
 // MaxMs bounds every millisecond flag (waits, polls, timeouts) at 366
 // days: longer is a mistake, and far longer overflows a time.Duration

@@ -5,8 +5,6 @@ import (
 	"io"
 	"math"
 	"reflect"
-
-	"github.com/alecthomas/kong"
 )
 
 // CompareWithKong is for each CLI's tests of its own grammar: it parses
@@ -15,14 +13,20 @@ import (
 // or read them differently. accepted says whether the quick way took
 // them; when it did not, kong's answer is the only one and nothing is
 // compared. Both read the process environment.
-func CompareWithKong(newGrammar func() any, vars kong.Vars, args []string) (accepted bool, err error) {
+//
+// The kong parse is the registered full parser: tests import package
+// kongparse.
+func CompareWithKong(newGrammar func() any, vars map[string]string, args []string) (accepted bool, err error) {
 	quickGrammar := newGrammar()
 	cmd, ok := quick(quickGrammar, args)
 	if !ok {
 		return false, nil
 	}
 	kongGrammar := newGrammar()
-	want, exited, _, err := parseWithKong(kongGrammar, "test", "", vars, args, io.Discard, io.Discard)
+	if full == nil {
+		return true, fmt.Errorf("no full parser registered: import package kongparse")
+	}
+	want, exited, _, err := full(kongGrammar, "test", "", vars, args, io.Discard, io.Discard)
 	if err != nil || exited {
 		return true, fmt.Errorf("quick accepted %q, kong refused it (exit request %v): %v", args, exited, err)
 	}

@@ -1,11 +1,12 @@
-package cliparse
+package cliparse_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kong"
+	"github.com/durable-lease/durable-lease/internal/cliparse"
+	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse"
 )
 
 // A grammar with every shape quick reads, and some it leaves to kong.
@@ -62,11 +63,11 @@ type testHooked struct {
 
 func (*testHooked) AfterApply() error { return nil }
 
-var testVars = kong.Vars{"x": "y"}
+var testVars = map[string]string{"x": "y"}
 
 func check(t *testing.T, newGrammar func() any, args []string) bool {
 	t.Helper()
-	accepted, err := CompareWithKong(newGrammar, testVars, args)
+	accepted, err := cliparse.CompareWithKong(newGrammar, testVars, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestQuickReadsWhatKongReads(t *testing.T) {
 
 func TestQuickNearMisses(t *testing.T) {
 	for _, g := range []func() any{func() any { return new(testRoot) }, func() any { return new(testRun) }} {
-		samples := Samples(g())
+		samples := cliparse.Samples(g())
 		if len(samples) == 0 {
 			t.Fatalf("no samples for %T", g())
 		}
@@ -139,23 +140,15 @@ func TestQuickNearMisses(t *testing.T) {
 			if !check(t, g, s) {
 				t.Errorf("sample %q declined", s)
 			}
-			for _, v := range Variants(s) {
+			for _, v := range cliparse.Variants(s) {
 				check(t, g, v)
 			}
 		}
 	}
 }
 
-func TestQuickDerivesNames(t *testing.T) {
-	for field, want := range map[string]string{"Store": "store", "OwnerPattern": "owner-pattern", "RevealTokens": "reveal-tokens", "TTL": "", "NoPty2": "", "HTTPServer": ""} {
-		if got := (fieldTag{}).nameOr(field); got != want {
-			t.Errorf("nameOr(%q) = %q, want %q", field, got, want)
-		}
-	}
-}
-
 func FuzzQuick(f *testing.F) {
-	for _, s := range Samples(new(testRoot)) {
+	for _, s := range cliparse.Samples(new(testRoot)) {
 		f.Add(strings.Join(s, "\n"))
 	}
 	f.Add("--kind\nk\n--\ntrue")

@@ -4,11 +4,10 @@ package leasecli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
@@ -44,8 +43,8 @@ Exit status: 0 success (status always 0), 1 refusal (held, expired, not owner,
 timeout, not dead), 2 usage or validation error (nothing changed), 3 internal error.`
 
 // helpVars are the variables the help text interpolates.
-func helpVars() kong.Vars {
-	return kong.Vars{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern}
+func helpVars() map[string]string {
+	return map[string]string{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern}
 }
 
 // verb is every command: Parse returns the selected one.
@@ -98,6 +97,9 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 	var c cli
 	pretty, reveal := false, false
 	cmd, exited, status, err := cliparse.Parse(&c, "lease", description, helpVars(), args, stdout, stderr)
+	if errors.Is(err, cliparse.ErrNeedsFullParser) {
+		return handOffParse(args, stdout, stderr)
+	}
 	if exited {
 		return status
 	}
@@ -138,4 +140,21 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	return outcome.ExitOK
+}
+
+// handOffParse runs a command line the quick parser does not read (help,
+// a mistake, an unusual form) in the executable that has the full parser,
+// so that this one need not link kong: its package initialisation alone
+// would cost every lease call about 0.17 ms. The process is replaced, so
+// the output, exit status and signals are that executable's, exactly as
+// if it had been run; nothing has been touched yet.
+func handOffParse(args []string, stdout, stderr io.Writer) int {
+	if path := storeopen.FindHelper(storeopen.FullHelper); path != "" {
+		err := storeopen.Exec(path, "lease", args)
+		return fail(stdout, stderr, false, false, err)
+	}
+	return fail(stdout, stderr, false, false, cliparse.Usagef(
+		"lease reads this command line (help, a mistake, or an unusual form) with %s, which was not found beside it or on PATH; "+
+			"install it with the other CLIs (CGO_ENABLED=0 go install ./cmd/...), or check the command line against the README",
+		storeopen.FullHelper))
 }

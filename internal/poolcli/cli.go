@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/internal/testclock"

@@ -95,12 +95,24 @@ func HandOff(where, cli string, args []string) error {
 		return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable or on PATH",
 			ErrNotServed, redact(where), scheme, HelperName(scheme))
 	}
+	return Exec(path, cli, args)
+}
+
+// Exec replaces this process with the helper executable at path, running
+// "<path> <cli> <args...>" with the same environment, descriptors and
+// process id. It returns only on failure.
+func Exec(path, cli string, args []string) error {
 	argv := append([]string{path, cli}, args...)
 	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
 		return fmt.Errorf("storeopen: run %s: %w", path, err)
 	}
 	return nil // not reached
 }
+
+// FullHelper is the executable that reads every command line of lease,
+// pool and pool-run with the full parser (help, usage errors): the one
+// that serves etcd:// stores, which links all three CLIs whole.
+const FullHelper = "durable-lease-etcd"
 
 // FindHelper returns the path of the helper executable name, looking
 // beside the running executable first (an install puts them together),

@@ -58,7 +58,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dl-interop.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== interop: building lease and pool with -tags dltestclock"
-(cd "$root" && CGO_ENABLED=0 go build -tags dltestclock -o "$tmp/bin/" ./cmd/lease ./cmd/pool)
+(cd "$root" && CGO_ENABLED=0 go build -tags dltestclock -o "$tmp/bin/" ./cmd/lease ./cmd/pool ./cmd/durable-lease-etcd)
 
 # A writable copy of the suite: its lease directory and the directory
 # above it (the tests import ../git-env.mjs).

@@ -85,4 +85,6 @@ type Wakeups struct {
 	// Listen starts or stops the slot wake-ups; it returns once they are
 	// in place, so an attempt made after Listen(true) misses nothing.
 	Listen func(on bool)
+
+	stop func() // the waiter's, from Watch
 }

@@ -27,14 +27,7 @@ func (s *Store) Replace(ctx context.Context, token string, r Request) (*Acquisit
 		case token != "" && (cur.Corrupt || cur.Token != token):
 			return Change{}, fmt.Errorf("%w: %s is no longer the record to replace (it was replaced or released meanwhile)", ErrTokenMismatch, r.Kind)
 		}
-		now, boot := s.instant()
-		rec := &Record{
-			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: next,
-			TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload),
-		}
-		rec.stamp(now, boot)
-		rec.AcquiredAt = rec.Heartbeat
-		ch := Change{Op: OpAcquire, Record: rec}
+		ch := Change{Op: OpAcquire, Record: s.newRecord(r, next)}
 		if cur != nil {
 			ch.Event = &Event{Event: EventForceRelease, Kind: r.Kind, By: r.Owner, Previous: cur}
 		}

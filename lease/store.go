@@ -147,14 +147,7 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 		if cur != nil && cur.Seen.Live {
 			return Change{}, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
 		}
-		now, boot := s.instant()
-		rec := &Record{
-			V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: token,
-			TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload),
-		}
-		rec.stamp(now, boot)
-		rec.AcquiredAt = rec.Heartbeat
-		ch := Change{Op: OpAcquire, Record: rec}
+		ch := Change{Op: OpAcquire, Record: s.newRecord(r, token)}
 		if cur != nil {
 			// A takeover is journaled with the change, before it happens:
 			// one that cannot be journaled does not happen.
@@ -170,6 +163,19 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 		out.TookOverExpired, out.Previous = true, prev
 	}
 	return out, nil
+}
+
+// newRecord is the record of a new incarnation of r.Kind under token,
+// acquired now.
+func (s *Store) newRecord(r Request, token string) *Record {
+	now, boot := s.instant()
+	rec := &Record{
+		V: RecordVersion, Kind: r.Kind, Owner: r.Owner, Token: token,
+		TTLMinutes: r.TTLMinutes, Payload: compactJSON(r.Payload),
+	}
+	rec.stamp(now, boot)
+	rec.AcquiredAt = rec.Heartbeat
+	return rec
 }
 
 // Heartbeat refreshes a live lease held by owner with token and returns the

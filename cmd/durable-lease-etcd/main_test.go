@@ -190,8 +190,8 @@ func TestPoolLastSlotRace(t *testing.T) {
 // TestLeaseHandsOtherCommandLinesOver: lease reads plain command lines
 // itself and links no kong (nor any etcd code); help, --help and mistakes
 // go to durable-lease-etcd, whose full parser prints them as lease's;
-// without it they are a usage error that says so, while plain command
-// lines and --version still work.
+// without it help is the same text and a mistake is a usage error that
+// says what is missing, while plain command lines and --version work.
 func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLIs")
@@ -237,5 +237,12 @@ func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
 	}
 	if r = run(t, env, lone, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "lease ") {
 		t.Errorf("--version without the helper: exit %d %q", r.code, r.stdout)
+	}
+	// Help needs no parser: the same text (kong's, kept in help_gen.go).
+	for _, args := range [][]string{{"--help"}, {"help", "release"}} {
+		withHelper, without := run(t, env, lease, args...), run(t, env, lone, args...)
+		if without.code != 0 || without.stdout != withHelper.stdout {
+			t.Errorf("lease %q without the helper: exit %d\n%s\nwant\n%s", args, without.code, without.stdout, withHelper.stdout)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
@@ -153,8 +154,41 @@ func handOffParse(args []string, stdout, stderr io.Writer) int {
 		err := storeopen.Exec(path, "lease", args)
 		return fail(stdout, stderr, false, false, err)
 	}
+	if topic, ok := helpTopic(args); ok {
+		// Help needs no parser: kong's own text, kept in help_gen.go.
+		io.WriteString(stdout, embeddedHelp[topic])
+		return 0
+	}
 	return fail(stdout, stderr, false, false, cliparse.Usagef(
-		"lease reads this command line (help, a mistake, or an unusual form) with %s, which was not found beside it or on PATH; "+
-			"install it with the other CLIs (CGO_ENABLED=0 go install ./cmd/...), or check the command line against the README",
-		storeopen.FullHelper))
+		"lease cannot read this command line: %q (the exact error comes from %s, which was not found beside lease or on PATH; "+
+			"install it with the other CLIs: CGO_ENABLED=0 go install ./cmd/...); see lease --help",
+		strings.Join(args, " "), storeopen.FullHelper))
+}
+
+// helpTopic reports whether args ask for help (--help, -h or help, before
+// any "--") and the verb they ask it of ("" for the root).
+func helpTopic(args []string) (topic string, ok bool) {
+	if len(args) > 0 && args[0] == "help" {
+		if len(args) > 1 {
+			if _, known := embeddedHelp[args[1]]; known {
+				return args[1], true
+			}
+		}
+		return "", true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--help" || a == "-h" {
+			ok = true
+		}
+		if _, known := embeddedHelp[a]; known && topic == "" && a != "" {
+			topic = a
+		}
+	}
+	if !ok {
+		return "", false
+	}
+	return topic, true
 }

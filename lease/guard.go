@@ -207,6 +207,12 @@ func sameHost(h *guardHolder) bool {
 	return h.Host == me.Host && h.Boot == me.Boot && h.PIDNS == me.PIDNS
 }
 
+// holderIs reports whether the holder file of guardDir names id.
+func holderIs(guardDir, id string) bool {
+	h := readHolder(guardDir)
+	return h != nil && h.ID == id
+}
+
 // readHolder reads the holder of the guard directory guardDir, or nil.
 func readHolder(guardDir string) *guardHolder {
 	f, data, err := openHolderFile(filepath.Join(guardDir, holderFile))
@@ -309,7 +315,10 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 	// open file's inode is never reused, so no other guard's holder file
 	// can be that inode. Comparing inodes (fstat, lstat) answers what
 	// reading the file back and comparing ids would, without a read.
-	if g.lock.isAt(filepath.Join(captured, holderFile)) {
+	// Where the inodes cannot be compared that way (a filesystem whose
+	// fstat and lstat disagree on them: some overlay, FUSE or network
+	// ones), the holder id read back decides, as the protocol has it.
+	if g.lock.isAt(filepath.Join(captured, holderFile)) || holderIs(captured, g.id) {
 		_ = unlinkFile(filepath.Join(captured, holderFile))
 		if removeDir(captured) != nil {
 			_ = os.RemoveAll(captured)

@@ -173,7 +173,8 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 				return nil, err
 			case noWait:
 				return nil, ErrSaturated
-			case !watching:
+			}
+			if !watching && !noWait { // not granted, and waiting: from now on, woken
 				var stop func()
 				wake, stop = p.state.Watch(ctx, p.slotKinds())
 				wake.stop, watching = stop, true

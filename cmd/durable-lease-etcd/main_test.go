@@ -238,6 +238,23 @@ func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
 	if r = run(t, env, lone, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "lease ") {
 		t.Errorf("--version without the helper: exit %d %q", r.code, r.stdout)
 	}
+	// Only the helper beside lease reads its command lines: one on PATH
+	// (perhaps another version) would run the command too.
+	elsewhere := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	if err := os.WriteFile(filepath.Join(elsewhere, "durable-lease-etcd"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, []string{"PATH=" + elsewhere + ":/usr/bin:/bin", "LEASE_STORE=" + t.TempDir()}, lone, "acquire", "--kind", "k", "--kind", "k", "--owner", "me", "--ttl", "1")
+	if _, err := os.Stat(marker); err == nil || r.code != 2 {
+		t.Errorf("lease ran a durable-lease-etcd from PATH (exit %d %s)", r.code, r.stdout)
+	}
+	// And never twice: a process lease handed a command line to does not
+	// hand it on again.
+	r = run(t, append(env, "DURABLE_LEASE_PARSE_HANDOFF=1"), lease, "acquire", "--kind", "k")
+	if r.code != 2 || !strings.Contains(r.stdout, "cannot read this command line") {
+		t.Errorf("a second hand-off: exit %d %s", r.code, r.stdout)
+	}
 	// Help needs no parser: the same text (kong's, kept in help_gen.go).
 	for _, args := range [][]string{{"--help"}, {"help", "release"}} {
 		withHelper, without := run(t, env, lease, args...), run(t, env, lone, args...)

@@ -149,8 +149,13 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 // would cost every lease call about 0.17 ms. The process is replaced, so
 // the output, exit status and signals are that executable's, exactly as
 // if it had been run; nothing has been touched yet.
+//
+// Only the executable installed beside this one is used (never one found
+// on PATH, perhaps of another version: it would run the command too), and
+// never twice in a row (handOffEnv): a helper that handed back would loop.
 func handOffParse(args []string, stdout, stderr io.Writer) int {
-	if path := storeopen.FindHelper(storeopen.FullHelper); path != "" {
+	if path := storeopen.FindBeside(storeopen.FullHelper); path != "" && os.Getenv(handOffEnv) == "" {
+		os.Setenv(handOffEnv, "1")
 		err := storeopen.Exec(path, "lease", args)
 		return fail(stdout, stderr, false, false, err)
 	}
@@ -165,30 +170,24 @@ func handOffParse(args []string, stdout, stderr io.Writer) int {
 		strings.Join(args, " "), storeopen.FullHelper))
 }
 
-// helpTopic reports whether args ask for help (--help, -h or help, before
-// any "--") and the verb they ask it of ("" for the root).
+// handOffEnv marks a process that lease handed a command line to.
+const handOffEnv = "DURABLE_LEASE_PARSE_HANDOFF"
+
+// helpTopic reports whether args are one of the plain ways of asking for
+// help, and the verb asked about ("" for the root): --help, -h, help,
+// help VERB, VERB --help and VERB -h. Anything else (help with other
+// words or flags, an unknown verb) is left to the full parser, whose
+// answer it would not always match.
 func helpTopic(args []string) (topic string, ok bool) {
-	if len(args) > 0 && args[0] == "help" {
-		if len(args) > 1 {
-			if _, known := embeddedHelp[args[1]]; known {
-				return args[1], true
-			}
-		}
+	isHelp := func(a string) bool { return a == "--help" || a == "-h" }
+	verb := func(a string) bool { _, known := embeddedHelp[a]; return known && a != "" }
+	switch {
+	case len(args) == 1 && (isHelp(args[0]) || args[0] == "help"):
 		return "", true
+	case len(args) == 2 && args[0] == "help" && verb(args[1]):
+		return args[1], true
+	case len(args) == 2 && verb(args[0]) && isHelp(args[1]):
+		return args[0], true
 	}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "--help" || a == "-h" {
-			ok = true
-		}
-		if _, known := embeddedHelp[a]; known && topic == "" && a != "" {
-			topic = a
-		}
-	}
-	if !ok {
-		return "", false
-	}
-	return topic, true
+	return "", false
 }

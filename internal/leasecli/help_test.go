@@ -83,10 +83,17 @@ func TestHelpTopic(t *testing.T) {
 		{[]string{"help"}, "", true},
 		{[]string{"help", "acquire"}, "acquire", true},
 		{[]string{"acquire", "--help"}, "acquire", true},
-		{[]string{"--store", "/s", "release", "-h"}, "release", true},
+		{[]string{"release", "-h"}, "release", true},
+		// Everything else goes to the full parser (a usage error without it).
 		{[]string{"acquire", "--kind", "k"}, "", false},
-		{[]string{"acquire", "--payload", "--help"}, "acquire", true},
-		{[]string{"bogus", "--help"}, "", true},
+		{[]string{"acquire", "--payload", "--help"}, "", false},
+		{[]string{"bogus", "--help"}, "", false},
+		{[]string{"help", "bogus"}, "", false},
+		{[]string{"help", "acquire", "status"}, "", false},
+		{[]string{"--store", "list", "--help"}, "", false},
+		{[]string{"acquire", "--bogus", "--help"}, "", false},
+		{[]string{"--", "--help"}, "", false},
+		{[]string{}, "", false},
 	} {
 		topic, ok := helpTopic(tt.args)
 		if topic != tt.topic || ok != tt.ok {

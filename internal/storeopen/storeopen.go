@@ -114,6 +114,21 @@ func Exec(path, cli string, args []string) error {
 // that serves etcd:// stores, which links all three CLIs whole.
 const FullHelper = "durable-lease-etcd"
 
+// FindBeside returns the path of the helper executable name beside the
+// running executable, or "": for hand-offs that must reach the same
+// installation, never another version found on PATH.
+func FindBeside(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(exe), name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
+}
+
 // FindHelper returns the path of the helper executable name, looking
 // beside the running executable first (an install puts them together),
 // then on PATH; "" when there is none.

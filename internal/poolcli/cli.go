@@ -63,9 +63,11 @@ type cli struct {
 }
 
 const description = `A pool of interchangeable slots (ports, a database, a cache index) shared by
-the processes of one host, each slot a durable lease. Waiters queue in FIFO
-order and every grant runs the pool's provision and health commands first.
-Every outcome prints one JSON object on stdout (or export lines with --shell).
+the processes of one host (or of many, on an etcd:// store), each slot a
+durable lease. Waiters queue in FIFO order and every grant runs the pool's
+provision and health commands first. Every outcome prints one JSON object on
+stdout (or export lines with --shell), except the two verbs for people:
+history prints a table unless --json, and top draws a live view.
 
 Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
 health failed, lease lost), 2 usage or invalid pool file (nothing changed),

@@ -20,16 +20,22 @@ const (
 )
 
 // testE2E replaces the example's e2e.sh in the test repositories. It
-// leaves a record of each gate run in $HOOKTEST_MARKERS, waits there until
-// $HOOKTEST_PEERS gates have reached this phase (so concurrent pushes are
-// proven to hold their slots at the same time), fails when $HOOKTEST_FAIL
-// is set, and ends with the example's own stand-in, which checks that the
-// slot was reset after the smoke phase.
+// leaves a record of each gate run in $HOOKTEST_MARKERS, with the
+// PRE_PUSH_SHAS it got and the commits they bring that the remote's
+// tracking branches lack (what a gate checking every pushed commit would
+// list), waits there until $HOOKTEST_PEERS gates have reached this phase
+// (so concurrent pushes are proven to hold their slots at the same time),
+// fails when $HOOKTEST_FAIL is set, and ends with the example's own
+// stand-in, which checks that the slot was reset after the smoke phase.
 const testE2E = `#!/bin/sh
 set -eu
 m=$HOOKTEST_MARKERS
 name=$(basename "$(git rev-parse --show-toplevel)")
 printf '%s %s %s %s %s %s\n' "$name" "$POOL_RUN_SLOT" "$POOL_RUN_OWNER" "$PGDATABASE" "$REDIS_DB" "$APP_PORT" > "$m/run.$name.$$"
+printf '%s\n' "${PRE_PUSH_SHAS-}" > "$m/shas.$name.$$"
+if [ -n "${PRE_PUSH_SHAS-}" ]; then
+  git rev-list $PRE_PUSH_SHAS --not --remotes="$PRE_PUSH_REMOTE" > "$m/commits.$name.$$"
+fi
 : > "$m/started.$name"
 if [ -n "${HOOKTEST_PEERS:-}" ]; then
   i=0
@@ -58,6 +64,7 @@ type repo struct {
 	main   string // the main worktree
 	remote string // the bare remote
 	env    []string
+	svc    services
 	pool   examplePool
 	seq    int // for commit contents and marker directories
 }
@@ -67,7 +74,7 @@ func newRepo(t *testing.T, style string) *repo {
 	svc := needServices(t)
 	needProgram(t, "git", "apt-get install -y git")
 	dir := t.TempDir()
-	r := &repo{t: t, style: style, dir: dir, main: filepath.Join(dir, "main"), remote: filepath.Join(dir, "remote.git"), pool: loadExamplePool(t)}
+	r := &repo{t: t, style: style, dir: dir, main: filepath.Join(dir, "main"), remote: filepath.Join(dir, "remote.git"), svc: svc, pool: loadExamplePool(t)}
 	extra := svc.env()
 	switch style {
 	case styleLefthook:
@@ -208,6 +215,28 @@ func readRuns(t *testing.T, markers string) []gateRun {
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].worktree < runs[j].worktree })
 	return runs
+}
+
+// readRecord returns the words of the one record named PREFIX.* in
+// markers, "" for a record the gate did not leave.
+func readRecord(t *testing.T, markers, prefix string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(markers, prefix+".*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch len(files) {
+	case 0:
+		return ""
+	case 1:
+		data, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(data)), " ")
+	}
+	t.Fatalf("%d %s records in %s, want one gate run", len(files), prefix, markers)
+	return ""
 }
 
 // checkRun checks that a gate run got the environment of the slot it held
@@ -363,6 +392,58 @@ func TestLefthookPrePush(t *testing.T) { pushScenarios(t, styleLefthook) }
 // TestPreCommitPrePush: examples/hooks/.pre-commit-config.yaml under
 // pre-commit, output on a pseudo-terminal as at a terminal.
 func TestPreCommitPrePush(t *testing.T) { pushScenarios(t, stylePreCommit) }
+
+// TestFirstPushFromRootCommit pushes, in every hook style, history that
+// starts at a root commit the remote lacks: a new branch with a history of
+// its own, and a first push to an empty remote. pre-commit then sets
+// neither PRE_COMMIT_FROM_REF nor PRE_COMMIT_TO_REF (it runs its hooks on
+// all files instead), and the gate must still get the pushed sha.
+func TestFirstPushFromRootCommit(t *testing.T) {
+	for _, style := range []string{styleGit, styleLefthook, stylePreCommit} {
+		t.Run(style, func(t *testing.T) {
+			r := newRepo(t, style)
+			// Two commits of the worktree's files on a new root, made with
+			// commit-tree so that the worktree stays on main.
+			root := strings.TrimSpace(r.git(r.main, "commit-tree", "-m", "new root", "HEAD^{tree}"))
+			tip := strings.TrimSpace(r.git(r.main, "commit-tree", "-p", root, "-m", "on the new root", "HEAD^{tree}"))
+			r.git(r.main, "branch", "fresh", tip)
+			empty := filepath.Join(r.dir, "empty.git")
+			r.git(r.dir, "init", "-q", "--bare", empty)
+			r.git(r.main, "remote", "add", "empty", empty)
+
+			for _, tc := range []struct{ name, remote, remoteDir, branch string }{
+				{"new branch from a root commit", "origin", r.remote, "fresh"},
+				{"first push to an empty remote", "empty", empty, "main"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					r.t = t
+					want := strings.TrimSpace(r.git(r.main, "rev-parse", "refs/heads/"+tc.branch))
+					wantCommits := strings.Join(strings.Fields(r.git(r.main, "rev-list", want)), " ")
+					m := r.markers()
+					res := r.push(r.main, []string{"HOOKTEST_MARKERS=" + m}, tc.remote, tc.branch)
+					if res.err != nil {
+						t.Fatalf("git push %s %s: %v\n%s", tc.remote, tc.branch, res.err, res.output())
+					}
+					if len(readRuns(t, m)) != 1 {
+						t.Fatalf("the gate did not run once; git push said:\n%s", res.output())
+					}
+					if got := strings.TrimSpace(r.git(r.dir, "--git-dir", tc.remoteDir, "rev-parse", "refs/heads/"+tc.branch)); got != want {
+						t.Fatalf("the remote's %s is %s after the push, want %s", tc.branch, got, want)
+					}
+					if got := readRecord(t, m, "shas"); got != want {
+						t.Errorf("the gate got PRE_PUSH_SHAS=%q, want the pushed %s", got, want)
+					}
+					// Every commit of the branch is new to the remote.
+					if got := readRecord(t, m, "commits"); got != wantCommits {
+						t.Errorf("the gate found %q new to the remote, want git rev-list %s: %q", got, tc.branch, wantCommits)
+					}
+				})
+			}
+			r.t = t
+			r.assertFree()
+		})
+	}
+}
 
 // TestPrePushHookInput runs the pre-push script directly, as each hook
 // manager would, on inputs a push through git does not produce in the

@@ -44,6 +44,14 @@ type HoldOptions struct {
 	// returned for this lease: it stands for Keep's first heartbeat,
 	// saving one store write, if it carries the token and has not expired.
 	Acquired *Record
+	// Renewed, when set, is called after every confirmed heartbeat (and
+	// once by Keep for the first one) with the time until which the lease
+	// is safely the holder's: its confirmed expiry less the backend's
+	// margin, the same deadline the Hold itself gives up at. A supervisor
+	// outside this process uses it to stop the work in time if the
+	// heartbeats stop. It runs on the heartbeat goroutine and must not
+	// block.
+	Renewed func(until time.Time)
 }
 
 // Hold keeps one held lease alive, in the spirit of etcd's
@@ -61,6 +69,8 @@ type Hold struct {
 	kind, owner, token string
 	interval, pause    time.Duration
 	release            func(ctx context.Context) error
+	renewed            func(until time.Time)
+	renew              chan chan error // Renew's requests to the loop
 
 	done    chan struct{} // closed on loss
 	stop    chan struct{} // closed by Stop
@@ -94,8 +104,9 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 	}
 	h := &Hold{
 		store: s, kind: kind, owner: owner, token: token, rec: rec,
-		interval: o.Interval, pause: o.RetryPause, release: o.Release,
-		done: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+		interval: o.Interval, pause: o.RetryPause, release: o.Release, renewed: o.Renewed,
+		renew: make(chan chan error),
+		done:  make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if h.interval <= 0 {
 		h.interval = rec.TTL() / 8
@@ -113,8 +124,42 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 			return ReleaseOutcome(kind, r.Released, r.WasExpired)
 		}
 	}
+	if h.renewed != nil {
+		h.renewed(time.Now().Add(h.untilExpiry()))
+	}
 	go h.loop(ctx)
 	return h, nil
+}
+
+// ErrHoldEnded is what [Hold.Renew] returns once the Hold has stopped
+// beating (after Stop or Release, or the cancellation of Keep's context)
+// without a loss.
+var ErrHoldEnded = errors.New("lease: hold ended")
+
+// Renew heartbeats now, in turn with the periodic heartbeats, and returns
+// once the outcome is known: nil for a confirmed renewal, the loss
+// (matching ErrLost) if the lease is or becomes lost, or ErrHoldEnded. A
+// failure that the Hold would retry is returned as it is, and the Hold
+// carries on as after any failed beat. A process that was stopped calls it
+// when it is continued, to know the lease is still its own before its work
+// runs again.
+func (h *Hold) Renew(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case h.renew <- reply:
+	case <-h.done:
+		return h.Err()
+	case <-h.stopped:
+		return ErrHoldEnded
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ReleaseOutcome is the error a [HoldOptions.Release] returns for a
@@ -204,6 +249,7 @@ func (h *Hold) loop(ctx context.Context) {
 	defer expiry.Stop()
 	failures := 0
 	for {
+		var reply chan error // a Renew waiting for this beat
 		select {
 		case <-ctx.Done():
 			return
@@ -213,6 +259,14 @@ func (h *Hold) loop(ctx context.Context) {
 			h.lose(h.expired(nil))
 			return
 		case <-beat.C:
+		case reply = <-h.renew:
+			// A process continued after a stop may find its confirmed
+			// expiry already past: that is a loss, not a beat to try.
+			if !time.Now().Before(deadline) {
+				h.lose(h.expired(nil))
+				reply <- h.Err()
+				return
+			}
 		}
 		// A heartbeat can block for longer than the lease has left (an
 		// etcd client cut off from the cluster waits out its request
@@ -222,6 +276,11 @@ func (h *Hold) loop(ctx context.Context) {
 		rec, err := h.store.Heartbeat(bctx, h.kind, h.owner, h.token)
 		late := bctx.Err() != nil
 		cancel()
+		answer := func(err error) {
+			if reply != nil {
+				reply <- err
+			}
+		}
 		switch {
 		case err == nil:
 			failures = 0
@@ -229,23 +288,32 @@ func (h *Hold) loop(ctx context.Context) {
 			h.rec = rec
 			h.mu.Unlock()
 			deadline = time.Now().Add(h.untilExpiry())
+			if h.renewed != nil {
+				h.renewed(deadline)
+			}
 			resetTimer(expiry, time.Until(deadline))
 			resetTimer(beat, h.interval)
+			answer(nil)
 		case ctx.Err() != nil:
+			answer(ErrHoldEnded)
 			return
 		case definiteLoss(err):
 			h.lose(err)
+			answer(h.Err())
 			return
 		case late:
 			h.lose(h.expired(err))
+			answer(h.Err())
 			return
 		default:
 			failures++
 			if failures >= 2 {
 				h.lose(fmt.Errorf("two heartbeats in a row failed: %w", err))
+				answer(h.Err())
 				return
 			}
 			resetTimer(beat, h.pause)
+			answer(err)
 		}
 	}
 }

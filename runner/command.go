@@ -3,9 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
-	"syscall"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // Command holds what o names while argv runs, and returns how it ended.
@@ -45,11 +45,17 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 		return s.finish(&Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Err: &interruption{sig}})
 	default:
 	}
-	c, err := startChild(&o, path, argv, s.env, usePty(&o))
+	w, err := wireStdio(&o, false)
 	if err != nil {
+		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: fmt.Errorf("%w: %v", ErrStart, err)})
+	}
+	g, err := s.startGuardian(w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty})
+	if err != nil {
+		w.finish(0)
 		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: err})
 	}
-	return s.finish(s.supervise(ctx, c))
+	out := s.await(ctx, g, nil, w)
+	return s.finishWith(g, w, out.result(s))
 }
 
 func codeOfStart(status int) string {
@@ -59,82 +65,37 @@ func codeOfStart(status int) string {
 	return "not_executable"
 }
 
-// supervise waits for the child while watching the lease, the signals and
-// ctx, and stops the child's whole group when the lease is lost or a
-// signal asks for it.
-func (s *session) supervise(ctx context.Context, c *child) *Result {
-	grace := s.o.KillGrace
-	var (
-		lostErr error
-		sig     os.Signal
-		killAt  <-chan time.Time
-		lost    = s.hold.Done()
-		done    = ctx.Done()
-	)
-	var (
-		killTimer *time.Timer
-		deadline  time.Time // SIGKILL time, once a stop has begun
-	)
-	escalate := func() {
-		if killTimer == nil {
-			deadline = time.Now().Add(grace)
-			killTimer = time.NewTimer(grace)
-			killAt = killTimer.C
-		}
-	}
-	defer func() {
-		if killTimer != nil {
-			killTimer.Stop()
-		}
-	}()
-	for running := true; running; {
-		select {
-		case <-c.exited:
-			running = false
-		case <-lost:
-			lost, lostErr = nil, s.hold.Err()
-			c.signal(syscall.SIGTERM) // before anything that could block
-			escalate()
-			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; stopping the command\n", s.held, lostErr)
-		case got := <-s.o.Signals:
-			if sig == nil {
-				sig = got
-			}
-			if n, ok := got.(syscall.Signal); ok {
-				c.signal(n)
-			}
-			escalate()
-		case <-done:
-			done = nil
-			if sig == nil {
-				sig = syscall.SIGTERM
-			}
-			c.signal(syscall.SIGTERM)
-			escalate()
-		case <-killAt:
-			killAt = nil
-			c.signal(syscall.SIGKILL)
-		}
-	}
-	if deadline.IsZero() {
-		deadline = time.Now().Add(grace)
-	}
-	c.finish(deadline)
-	if lostErr == nil {
-		lostErr = s.lost()
-	}
+// result turns how the work ended into the run's result: a loss, or a
+// deadline the guardian had to enforce, comes before a signal, which comes
+// before the work's own status.
+func (out *outcome) result(s *session) *Result {
 	switch {
-	case lostErr != nil:
-		return &Result{Exit: ExitLost, Code: "lease_lost", Err: lostErr}
-	case sig != nil:
-		return &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Err: &interruption{sig}}
+	case out.broken != nil:
+		return &Result{Exit: 3, Code: "internal", Err: out.broken}
+	case out.startErr != nil:
+		return &Result{Exit: ExitNotExecutable, Code: "not_executable", Err: out.startErr}
+	case out.lost != nil:
+		return &Result{Exit: ExitLost, Code: "lease_lost", Err: out.lost}
+	case out.why == whyDeadline:
+		err := fmt.Errorf("%w: %s was not renewed in time (pool-run stopped or hung); the guardian killed the work before the lease could expire", lease.ErrLost, s.held)
+		return &Result{Exit: ExitLost, Code: "lease_lost", Err: err}
+	case out.sig != nil:
+		return &Result{Exit: signalStatus(out.sig), Code: "interrupted", Signal: out.sig, Err: &interruption{out.sig}}
 	}
-	st := c.status()
 	code := "ok"
-	if st != 0 {
+	if out.status != 0 {
 		code = "failed"
 	}
-	return &Result{Exit: st, Code: code}
+	return &Result{Exit: out.status, Code: code}
+}
+
+// finishWith releases the lease (the work is gone by now), lets the
+// guardian go, and gives the terminal back.
+func (s *session) finishWith(g *guard, w *workIO, r *Result) *Result {
+	r = s.finish(r)
+	g.close()
+	w.finish(max(s.o.KillGrace, time.Second))
+	return r
 }
 
 // result fills in what was held and for how long.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
-	"github.com/durable-lease/durable-lease/provision"
 )
 
 // Phase results, as the summary shows them.
@@ -38,9 +36,6 @@ type PhaseResult struct {
 	Err      error
 }
 
-// errTimedOut is the cause of a phase context that ran out of time.
-var errTimedOut = errors.New("phase timed out")
-
 // Gate holds what o names while the phases of g run in order, each as
 // shell text in the mvdan.cc/sh interpreter in g's directory, with the
 // grant's environment plus g's env. Before a phase with Reset the pool's
@@ -62,7 +57,7 @@ func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
 		res.Phases = skipped(g.Phases, 0)
 		return res
 	}
-	return s.finish(s.runPhases(ctx, g))
+	return s.runPhases(ctx, g)
 }
 
 func skipped(phases []gates.Phase, from int) []PhaseResult {
@@ -84,35 +79,30 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	}
 	extra, err := g.Expand(lookup)
 	if err != nil {
-		return &Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)}
+		return s.finish(&Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)})
 	}
 	env := append(gitless(s.env), extra...)
-	var stdin io.Reader = s.o.Stdin
-	if _, tty := terminalFd(stdin); tty {
-		null, err := os.Open(os.DevNull)
-		if err == nil {
-			defer null.Close()
-			stdin = null
-		}
+	w, err := wireStdio(s.o, true)
+	if err != nil {
+		return s.finish(&Result{Exit: 3, Code: "internal", Err: err, Phases: skipped(g.Phases, 0)})
 	}
+	gd, err := s.startGuardian(w, &guardStart{Phases: true, Ctty: -1})
+	if err != nil {
+		w.finish(0)
+		return s.finish(&Result{Exit: 3, Code: "internal", Err: err, Phases: skipped(g.Phases, 0)})
+	}
+	r := s.phases(ctx, g, gd, w, env)
+	r = s.finish(r)
+	gd.close()
+	w.finish(max(s.o.KillGrace, time.Second))
+	return r
+}
 
-	// One watcher for the whole gate: a loss, a signal or ctx cancels the
-	// phase that is running, with the reason as the cause.
-	gctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	go func() {
-		select {
-		case <-s.hold.Done():
-			stop(s.hold.Err())
-		case got := <-s.o.Signals:
-			stop(&interruption{got})
-		case <-gctx.Done():
-		}
-	}()
-
+// phases runs the gate's phases one by one under the guardian.
+func (s *session) phases(ctx context.Context, g *gates.Gate, gd *guard, w *workIO, env []string) *Result {
 	var results []PhaseResult
 	for i, ph := range g.Phases {
-		pr := s.runPhase(gctx, ph, g.Dir, env, stdin)
+		pr := s.runPhase(ctx, gd, w, ph, g.Dir, env)
 		results = append(results, pr)
 		if pr.Result == PhasePassed {
 			continue
@@ -139,22 +129,26 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	return &Result{Exit: 0, Code: "ok", Phases: results}
 }
 
-// runPhase resets the slot if the phase asks for it, then runs the phase.
-func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env []string, stdin io.Reader) PhaseResult {
+// runPhase resets the slot if the phase asks for it, then has the
+// guardian run the phase, and waits for it and everything it started.
+func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.Phase, dir string, env []string) PhaseResult {
 	start := time.Now()
 	pr := PhaseResult{Name: ph.Name}
 	end := func(result string, exit int, err error) PhaseResult {
 		pr.Result, pr.Exit, pr.Err, pr.Duration = result, exit, err, time.Since(start)
 		return pr
 	}
-	if ended := s.ended(gctx); ended != nil {
-		return end(ended.result, ended.exit, ended.err)
+	if err := s.lost(); err != nil {
+		return end(PhaseLost, ExitLost, err)
 	}
 	if ph.Reset && s.o.Pool != nil {
 		pr.Reset = true
 		fmt.Fprintf(s.o.Log, "pool-run: phase %s: resetting %s\n", ph.Name, s.held)
-		_, err := s.o.Pool.Reset(gctx, s.held.Slot, s.held.Owner, s.held.Token)
-		if ended := s.ended(gctx); ended != nil {
+		var err error
+		cause := s.during(ctx, func(rctx context.Context) {
+			_, err = s.o.Pool.Reset(rctx, s.held.Slot, s.held.Owner, s.held.Token)
+		})
+		if ended := endedBy(cause); ended != nil {
 			return end(ended.result, ended.exit, ended.err)
 		}
 		if err != nil {
@@ -171,29 +165,55 @@ func (s *session) runPhase(gctx context.Context, ph gates.Phase, dir string, env
 		}
 	}
 	fmt.Fprintf(s.o.Log, "pool-run: phase %s\n", ph.Name)
-	pctx := gctx
+	if err := gd.c.send(guardMsg{Op: opPhase, Phase: &guardPhase{Script: ph.Run, Dir: dir, Env: env, Grace: int64(s.o.KillGrace)}}); err != nil {
+		return end(PhaseFailed, 3, fmt.Errorf("the guardian: %w", err))
+	}
+	var timeout <-chan time.Time
 	if ph.Timeout > 0 {
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeoutCause(gctx, ph.Timeout, errTimedOut)
-		defer cancel()
+		t := time.NewTimer(ph.Timeout)
+		defer t.Stop()
+		timeout = t.C
 	}
-	err := provision.Run(pctx, provision.Command{
-		Script: ph.Run, Dir: dir, Env: env, Stdin: stdin,
-		Stdout: s.o.Stdout, Stderr: s.o.Stderr, KillGrace: s.o.KillGrace, StopLeftovers: true,
-	})
-	if ended := s.ended(gctx); ended != nil {
-		return end(ended.result, ended.exit, ended.err)
-	}
-	var ee *provision.ExitError
-	switch {
-	case err == nil:
-		return end(PhasePassed, 0, nil)
-	case errors.Is(context.Cause(pctx), errTimedOut):
+	out := s.await(ctx, gd, timeout, w)
+	switch r := out.result(s); {
+	case r.Code == "lease_lost":
+		return end(PhaseLost, ExitLost, r.Err)
+	case r.Code == "interrupted":
+		return end(PhaseInterrupted, r.Exit, r.Err)
+	case out.timedOut:
 		return end(PhaseTimeout, ExitTimeout, fmt.Errorf("phase %s ran out of its %s", ph.Name, ph.Timeout))
-	case errors.As(err, &ee):
-		return end(PhaseFailed, ee.Status, err)
+	case r.Code == "ok":
+		return end(PhasePassed, 0, nil)
+	case r.Code == "failed":
+		return end(PhaseFailed, r.Exit, fmt.Errorf("phase %s: exit status %d", ph.Name, r.Exit))
+	default:
+		return end(PhaseFailed, r.Exit, r.Err)
 	}
-	return end(PhaseFailed, 2, err)
+}
+
+// during runs fn (a reset, in pool-run itself) with a context that a
+// loss, a signal or ctx cancels, and returns what cancelled it, if
+// anything did.
+func (s *session) during(ctx context.Context, fn func(context.Context)) error {
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	quit := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-s.hold.Done():
+			stop(s.hold.Err())
+		case got := <-s.o.Signals:
+			stop(&interruption{got})
+		case <-rctx.Done():
+		case <-quit:
+		}
+	}()
+	fn(rctx)
+	close(quit)
+	<-watched
+	return context.Cause(rctx)
 }
 
 // hookGitVars are what git exports to a hook run in a linked worktree.
@@ -223,9 +243,8 @@ type ending struct {
 	err    error
 }
 
-// ended says why the gate as a whole was stopped, if it was.
-func (s *session) ended(gctx context.Context) *ending {
-	cause := context.Cause(gctx)
+// endedBy says why a reset was cut short, if it was.
+func endedBy(cause error) *ending {
 	switch {
 	case cause == nil:
 		return nil

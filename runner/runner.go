@@ -93,6 +93,11 @@ type Options struct {
 	Signals <-chan os.Signal
 	// Log, when set, gets the progress and summary lines (default Stderr).
 	Log io.Writer
+	// JobControl makes SIGTSTP (Ctrl-Z) stop the work and then this
+	// process, as a shell job; when continued, the lease is renewed before
+	// the work runs again. A command-line program sets it; a library
+	// caller that does not own the process's signals leaves it off.
+	JobControl bool
 }
 
 func (o *Options) check() error {

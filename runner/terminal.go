@@ -3,7 +3,6 @@ package runner
 import (
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -23,62 +22,107 @@ func terminalFd(r any) (int, bool) {
 }
 
 // inForeground reports whether this process's group is the foreground
-// group of the terminal fd: only then may it change the terminal's modes
-// or hand the terminal to a child without being stopped by SIGTTOU.
+// group of the terminal fd.
 func inForeground(fd int) bool {
 	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	return err == nil && pgrp == syscall.Getpgrp()
 }
 
-// usePty says whether the command gets a pseudo-terminal: when stdin and
-// stdout are both a terminal this process is in the foreground of.
-func usePty(o *Options) bool {
-	if o.NoPty {
-		return false
-	}
-	in, ok := terminalFd(o.Stdin)
-	if !ok {
-		return false
-	}
-	if _, ok := terminalFd(o.Stdout); !ok {
-		return false
-	}
-	return inForeground(in)
+// workIO is how the work's streams are wired to pool-run's.
+//
+// The work never has pool-run's terminal as its own: a process on a
+// terminal it is in the background of is stopped by the terminal (SIGTTOU
+// on output with tostop set, SIGTTIN on input, SIGTTOU on a mode change)
+// while pool-run, unstopped, kept heartbeating. So each of pool-run's
+// streams that is a terminal becomes, for the work, one pseudo-terminal of
+// its own (the work leads a session on it, and is its foreground), which
+// pool-run copies to and from; the other streams are passed as they are.
+// Without any terminal stream, or with NoPty, the work gets the streams
+// as they are in a session without a controlling terminal.
+type workIO struct {
+	stdin      io.Reader
+	stdout     io.Writer
+	stderr     io.Writer
+	ctty       int // the work's descriptor of its pty, or -1
+	link       *ptyLink
+	termFile   *os.File      // the terminal whose modes pool-run changed
+	saved      *unix.Termios // its modes before
+	closeAfter []io.Closer   // to close once the guardian has them
 }
 
-// ptyLink joins the caller's terminal to the command's pseudo-terminal.
-type ptyLink struct {
-	ptmx    *os.File
-	inFd    int
-	saved   *term.State
-	winch   chan os.Signal
-	outDone chan struct{}
-}
-
-// startOnPty starts cmd as the leader of a new session whose controlling
-// terminal is a new pseudo-terminal of the caller's size, puts the caller's
-// terminal in raw mode (so keys, Ctrl-C included, reach the command as
-// typed) and copies both ways.
-func startOnPty(cmd *exec.Cmd, in *os.File, out io.Writer) (*ptyLink, error) {
-	opened, tty, err := pty.Open()
+// wireStdio decides the work's streams. A gate's phases read nothing
+// from a terminal.
+func wireStdio(o *Options, gate bool) (*workIO, error) {
+	w := &workIO{stdin: o.Stdin, stdout: o.Stdout, stderr: o.Stderr, ctty: -1}
+	inFd, inT := terminalFd(o.Stdin)
+	outFd, outT := terminalFd(o.Stdout)
+	_, errT := terminalFd(o.Stderr)
+	if inT && (gate || !inForeground(inFd)) {
+		// Reading a terminal it is not in the foreground of would stop
+		// pool-run itself: the work reads nothing instead.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		w.stdin, inT = null, false
+		w.closeAfter = append(w.closeAfter, null)
+	}
+	if o.NoPty || !inT && !outT && !errT {
+		return w, nil
+	}
+	opened, slave, err := pty.Open()
 	if err != nil {
 		return nil, err
 	}
-	defer tty.Close()
-	ptmx, err := pollable(opened)
+	master, err := pollable(opened)
 	if err != nil {
+		slave.Close()
 		return nil, err
 	}
-	l := &ptyLink{ptmx: ptmx, inFd: int(in.Fd()), outDone: make(chan struct{})}
+	l := &ptyLink{ptmx: master, outDone: make(chan struct{})}
+	w.link = l
+	w.closeAfter = append(w.closeAfter, slave)
+	if inT {
+		w.stdin, w.ctty = slave, 0
+		l.in, l.inFd = o.Stdin.(*os.File), inFd
+	}
+	var out io.Writer
+	if outT {
+		w.stdout, out = slave, o.Stdout
+		if w.ctty < 0 {
+			w.ctty = 1
+		}
+		l.sizeFd = outFd
+	}
+	if errT {
+		w.stderr = slave
+		if out == nil {
+			out = o.Stderr
+		}
+		if w.ctty < 0 {
+			w.ctty = 2
+		}
+		if l.sizeFd == 0 {
+			l.sizeFd, _ = terminalFd(o.Stderr)
+		}
+	}
+	if inT {
+		l.sizeFd = inFd
+	}
+	if gate {
+		w.ctty = -1 // phases run off any controlling terminal
+	}
 	l.resize()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		ptmx.Close()
-		return nil, err
-	}
-	if st, err := term.MakeRaw(l.inFd); err == nil {
-		l.saved = st
+	if l.in != nil {
+		// The terminal goes raw so keys reach the work's pty as typed,
+		// but keeps its signals: Ctrl-C and Ctrl-Z are pool-run's, which
+		// stops or ends the whole work with its lease in mind.
+		saved, err := unix.IoctlGetTermios(inFd, ioctlGetTermios)
+		if err == nil {
+			w.saved, w.termFile = saved, l.in
+			l.saved = saved
+			l.makeRaw()
+		}
 	}
 	l.winch = make(chan os.Signal, 1)
 	signal.Notify(l.winch, syscall.SIGWINCH)
@@ -87,14 +131,67 @@ func startOnPty(cmd *exec.Cmd, in *os.File, out io.Writer) (*ptyLink, error) {
 			l.resize()
 		}
 	}()
-	go func() { _, _ = io.Copy(ptmx, in) }()
+	if l.in != nil {
+		go func() { _, _ = io.Copy(master, l.in) }()
+	}
 	go func() {
 		defer close(l.outDone)
-		// Once every holder of the terminal's other side has closed it, a
+		// Once every holder of the pty's other side has closed it, a
 		// read gives EIO after the last buffered output: that is the end.
-		_, _ = io.Copy(out, ptmx)
+		_, _ = io.Copy(out, master)
 	}()
-	return l, nil
+	return w, nil
+}
+
+// started is called once the guardian holds the work's streams.
+func (w *workIO) started() {
+	for _, c := range w.closeAfter {
+		_ = c.Close()
+	}
+	w.closeAfter = nil
+}
+
+// finish waits up to grace for the work's last output and gives the
+// terminal its modes back.
+func (w *workIO) finish(grace time.Duration) {
+	w.started()
+	if w.link != nil {
+		w.link.close(grace)
+	}
+}
+
+// ptyLink joins pool-run's terminal to the work's pseudo-terminal.
+type ptyLink struct {
+	ptmx    *os.File
+	in      *os.File // the terminal keys come from, if stdin is one
+	inFd    int
+	sizeFd  int
+	saved   *unix.Termios
+	winch   chan os.Signal
+	outDone chan struct{}
+}
+
+// makeRaw puts the input terminal in raw mode, signals kept.
+func (l *ptyLink) makeRaw() {
+	if l.saved == nil {
+		return
+	}
+	t := *l.saved
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.IEXTEN
+	t.Lflag |= unix.ISIG
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	_ = unix.IoctlSetTermios(l.inFd, ioctlSetTermios, &t)
+}
+
+// restore gives the input terminal its modes back.
+func (l *ptyLink) restore() {
+	if l.saved != nil {
+		_ = unix.IoctlSetTermios(l.inFd, ioctlSetTermios, l.saved)
+	}
 }
 
 // pollable returns the pty master as a non-blocking file the runtime's
@@ -116,10 +213,10 @@ func pollable(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// resize gives the command's terminal the size of the caller's, through
-// the master's raw connection (Fd would make it blocking again).
+// resize gives the work's terminal the size of pool-run's, through the
+// master's raw connection (Fd would make it blocking again).
 func (l *ptyLink) resize() {
-	ws, err := unix.IoctlGetWinsize(l.inFd, unix.TIOCGWINSZ)
+	ws, err := unix.IoctlGetWinsize(l.sizeFd, unix.TIOCGWINSZ)
 	if err != nil {
 		return
 	}
@@ -128,8 +225,8 @@ func (l *ptyLink) resize() {
 	}
 }
 
-// close waits (up to grace) for the command's last output, then restores
-// the caller's terminal.
+// close waits (up to grace) for the work's last output, then restores
+// the terminal.
 func (l *ptyLink) close(grace time.Duration) {
 	select {
 	case <-l.outDone:
@@ -139,47 +236,4 @@ func (l *ptyLink) close(grace time.Duration) {
 	close(l.winch)
 	l.restore()
 	_ = l.ptmx.Close()
-}
-
-func (l *ptyLink) restore() {
-	if l.saved != nil {
-		_ = term.Restore(l.inFd, l.saved)
-		l.saved = nil
-	}
-}
-
-// foreground hands a terminal on stdin to the command's process group, so
-// a command that reads the terminal is not stopped by SIGTTIN, and takes
-// it back afterwards.
-type foreground struct {
-	fd   int
-	pgrp int
-}
-
-// takeForeground sets attr to make the child's group the terminal's
-// foreground group when stdin is a terminal this process is in the
-// foreground of; nil otherwise.
-func takeForeground(stdin any, attr *syscall.SysProcAttr) *foreground {
-	fd, ok := terminalFd(stdin)
-	if !ok || !inForeground(fd) {
-		return nil
-	}
-	attr.Foreground, attr.Ctty = true, fd
-	// While the child has the terminal this process is a background
-	// group; with tostop set, a write to the terminal (a loss line) would
-	// stop it before it could stop the child. Ignore SIGTTOU until the
-	// terminal is back.
-	signal.Ignore(syscall.SIGTTOU)
-	return &foreground{fd: fd, pgrp: syscall.Getpgrp()}
-}
-
-// restore gives the terminal back to this process's group. It is safe on
-// a nil foreground.
-func (f *foreground) restore() {
-	if f == nil {
-		return
-	}
-	// SIGTTOU has been ignored since takeForeground.
-	defer signal.Reset(syscall.SIGTTOU)
-	_ = unix.IoctlSetPointerInt(f.fd, unix.TIOCSPGRP, f.pgrp)
 }

@@ -1,0 +1,509 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/storeopen"
+	"github.com/durable-lease/durable-lease/provision"
+)
+
+// The guardian is pool-run's own executable started again with
+// guardianEnv set. It is the parent (and, on Linux, the subreaper) of the
+// work, in a process group of its own so that neither the terminal's
+// signals nor a kill of pool-run's group reach it, and it ends the work:
+//
+//   - when the time until which pool-run last confirmed the lease comes
+//     without a renewal (pool-run hung, stopped or starved): SIGTERM a
+//     grace before it, SIGKILL a margin before the lease could lapse;
+//   - when pool-run dies (its end of the socket closes): SIGTERM, SIGKILL
+//     after the grace or at that same time, whichever is first; then it
+//     gives the terminal its modes back and releases the lease;
+//   - when pool-run is stopped (SIGSTOP, a terminal stop): the work is
+//     stopped too, and continued only after pool-run, running again, has
+//     renewed the lease;
+//   - when pool-run asks: a loss, a signal, a phase's timeout, the end.
+//
+// The work is over when the guardian has no process left below it, which
+// with the subreaper covers processes that left the work's process group
+// or session.
+const guardianEnv = "DURABLE_LEASE_GUARDIAN"
+
+// Values of guardianEnv.
+const (
+	asGuardian = "guardian"
+	asPhase    = "phase"
+)
+
+// Descriptors the guardian is started with, after stdin, stdout, stderr
+// (the work's).
+const (
+	fdControl  = 3 // the socket to pool-run
+	fdLog      = 4 // pool-run's stderr, for the guardian's own lines
+	fdTerminal = 5 // the terminal whose modes to restore, if any
+)
+
+func init() {
+	// pool-run starts its own executable as its guardian (and the
+	// guardian as a gate phase's interpreter): any program that links
+	// this package serves those roles, whatever its main does.
+	switch os.Getenv(guardianEnv) {
+	case asGuardian:
+		os.Exit(guardianMain())
+	case asPhase:
+		os.Exit(phaseMain())
+	}
+}
+
+// Ticks of the guardian's loop: how soon it sees that pool-run stopped
+// and that a deadline passed after the machine slept; faster while a stop
+// is under way, to see the tree empty.
+const (
+	guardTick    = 100 * time.Millisecond
+	stoppingTick = 5 * time.Millisecond
+)
+
+type guardian struct {
+	c     *conn
+	log   *os.File
+	start *guardStart
+	self  int
+
+	until, hardAt, termAt int64 // bootClock ns
+
+	work       int // pid of the command or of a phase's interpreter
+	pgid       int // the work's process group (the fallback tree)
+	running    bool
+	exited     bool // the work's own process has ended
+	status     int
+	stopping   bool
+	killed     bool
+	killAt     int64
+	why        string
+	left       int
+	suspended  bool
+	forParent  bool // suspended because pool-run was seen stopped
+	askedRenew bool
+
+	parentGone bool
+	done       bool
+}
+
+func guardianMain() int {
+	for _, fd := range []int{fdControl, fdLog, fdTerminal} {
+		unix.CloseOnExec(fd) // the work gets none of them
+	}
+	ctl := os.NewFile(fdControl, "pool-run control")
+	g := &guardian{c: newConn(ctl), log: os.NewFile(fdLog, "pool-run stderr"), self: os.Getpid()}
+	if g.log == nil {
+		g.log = os.Stderr
+	}
+	// Terminal signals are pool-run's to handle; catch them here (an
+	// ignored signal would be inherited by the work across exec).
+	quiet := make(chan os.Signal, 8)
+	signal.Notify(quiet, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTSTP, syscall.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	if err := becomeSubreaper(); err != nil {
+		g.say("cannot become the subreaper of the work (%v); only its process group is tracked", err)
+	}
+	msgs := g.c.recv()
+	first, ok := <-msgs
+	if !ok || first.Op != opStart || first.Start == nil {
+		fmt.Fprintln(os.Stderr, "pool-run: the guardian is started by pool-run, not by hand")
+		return 2
+	}
+	g.start = first.Start
+	g.setUntil(g.start.Until)
+	if os.Getppid() != g.start.Parent {
+		g.parentGone = true // pool-run died before the guardian ran
+	}
+	if g.start.Path != "" && !g.parentGone {
+		g.run(g.start.Path, g.start.Argv, g.start.Env, g.start.Dir, nil)
+	}
+	tick := time.NewTimer(0)
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				g.parentDied()
+			} else {
+				g.handle(m)
+			}
+		case <-chld:
+			g.reap()
+		case <-term:
+			g.why = whyStopped
+			g.beginStop(g.start.Grace)
+		case <-quiet:
+		case <-tick.C:
+		}
+		g.reap()
+		g.step()
+		if !g.running && (g.done || g.parentGone) {
+			break
+		}
+		d := guardTick
+		if g.stopping || g.exited {
+			d = stoppingTick
+		}
+		tick.Reset(d)
+	}
+	if g.parentGone && !g.done {
+		g.restoreTerminal()
+		g.release()
+	}
+	return 0
+}
+
+func (g *guardian) say(format string, args ...any) {
+	fmt.Fprintf(g.log, "pool-run: guardian: "+format+"\n", args...)
+}
+
+func (g *guardian) setUntil(until int64) {
+	g.until = until
+	g.hardAt = until - g.start.Margin
+	g.termAt = g.hardAt - g.start.WatchGrace
+}
+
+func (g *guardian) handle(m guardMsg) {
+	switch m.Op {
+	case opUntil:
+		g.setUntil(m.Until)
+	case opPhase:
+		if g.running || m.Phase == nil {
+			return
+		}
+		data, _ := json.Marshal(m.Phase)
+		g.run("", nil, nil, m.Phase.Dir, data)
+	case opSignal:
+		if g.running && !g.suspended {
+			g.signalAll(syscall.Signal(m.Sig))
+		}
+	case opStop:
+		g.why = whyStopped
+		g.beginStop(m.Grace)
+	case opKill:
+		g.why = whyStopped
+		g.kill()
+	case opSuspend:
+		g.suspend()
+		_ = g.c.send(guardMsg{Op: opSuspended})
+	case opResume:
+		g.setUntil(m.Until)
+		g.forParent, g.askedRenew = false, false
+		if g.suspended && !g.killed && bootNow() < g.hardAt {
+			g.suspended = false
+			g.signalAll(syscall.SIGCONT)
+		}
+	case opDone:
+		g.done = true
+	}
+}
+
+// run starts the command, or a phase's interpreter (phase is its JSON).
+func (g *guardian) run(path string, argv, env []string, dir string, phase []byte) {
+	attr := &syscall.SysProcAttr{}
+	files := []uintptr{0, 1, 2}
+	var pipeR, pipeW *os.File
+	if phase != nil {
+		// The interpreter and its programs have no controlling terminal:
+		// nothing of a phase can be stopped by one.
+		exe, err := os.Executable()
+		if err != nil {
+			g.failed(err)
+			return
+		}
+		path, argv, env = exe, []string{"pool-run: gate phase"}, []string{guardianEnv + "=" + asPhase}
+		if pipeR, pipeW, err = os.Pipe(); err != nil {
+			g.failed(err)
+			return
+		}
+		files = append(files, pipeR.Fd())
+		attr.Setsid = true
+	} else {
+		env = withoutVar(env, guardianEnv)
+		// A session of its own: on its pseudo-terminal, whose foreground
+		// it is, or without a controlling terminal, so that no terminal
+		// can stop it (/dev/tty is absent for it rather than a terminal
+		// whose background it would be stopped in).
+		attr.Setsid = true
+		if g.start.Ctty >= 0 {
+			attr.Setctty, attr.Ctty = true, g.start.Ctty
+		}
+	}
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	if pipeR != nil {
+		pipeR.Close()
+	}
+	if err != nil {
+		if pipeW != nil {
+			pipeW.Close()
+		}
+		g.failed(fmt.Errorf("%s: %w", path, err))
+		return
+	}
+	if pipeW != nil {
+		_, _ = pipeW.Write(phase)
+		pipeW.Close()
+	}
+	g.work, g.pgid, g.running, g.exited, g.status = pid, pid, true, false, 0
+	g.stopping, g.killed, g.why, g.left = false, false, "", 0
+	if phase == nil && !g.start.Phases {
+		// The command's streams are the work's alone now: the pseudo-
+		// terminal's other side must see them close when the work ends.
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err == nil {
+			for fd := 0; fd <= 2; fd++ {
+				_ = dupOnto(int(null.Fd()), fd)
+			}
+			null.Close()
+		}
+	}
+	_ = g.c.send(guardMsg{Op: opStarted, Pid: pid})
+}
+
+func (g *guardian) failed(err error) {
+	_ = g.c.send(guardMsg{Op: opFailed, Why: err.Error()})
+}
+
+// reap collects every child that ended (the work's processes re-parented
+// here included) and notes the work's own status.
+func (g *guardian) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if pid != g.work || !g.running || g.exited {
+			continue
+		}
+		switch {
+		case ws.Signaled():
+			g.exited, g.status = true, ExitSignalBase+int(ws.Signal())
+		case ws.Exited():
+			g.exited, g.status = true, ws.ExitStatus()
+		}
+	}
+}
+
+// step applies the deadlines, follows pool-run's state and finishes a
+// work whose processes are all gone.
+func (g *guardian) step() {
+	now := bootNow()
+	if g.running && !g.killed {
+		switch {
+		case now >= g.hardAt:
+			if g.why == "" {
+				g.why = whyDeadline
+			}
+			g.kill()
+		case now >= g.killAt && g.stopping:
+			g.kill()
+		case now >= g.termAt && !g.stopping && !g.suspended:
+			// A stopped work waits for a renewal until the hard deadline:
+			// it is never continued unconfirmed, only killed.
+			g.why = whyDeadline
+			g.beginStop(g.hardAt - now)
+		}
+	}
+	if !g.parentGone {
+		switch st := processState(g.start.Parent); {
+		case st == 0:
+			g.parentDied()
+		case st == 'T' || st == 't':
+			if g.running && !g.suspended {
+				g.suspend()
+				g.forParent = true
+			}
+		case g.forParent && !g.askedRenew:
+			g.askedRenew = true
+			_ = g.c.send(guardMsg{Op: opConfirm})
+		}
+	}
+	if g.running && g.exited {
+		left := descendants(g.self, g.pgid)
+		if len(left) == 0 {
+			g.running = false
+			_ = g.c.send(guardMsg{Op: opExited, Status: g.status, Why: g.why, Left: g.left})
+			return
+		}
+		if !g.stopping {
+			// The work ended and left processes behind: they go before
+			// the lease does.
+			g.left = len(left)
+			g.beginStop(g.start.Grace)
+		}
+		if g.killed {
+			g.kill() // what was forked since the last pass
+		}
+	} else if g.killed && g.running {
+		g.kill()
+	}
+}
+
+// parentDied ends the work at once: nobody heartbeats for it any more.
+func (g *guardian) parentDied() {
+	if g.parentGone {
+		return
+	}
+	g.parentGone = true
+	if !g.running || g.done {
+		return
+	}
+	g.say("pool-run (pid %d) is gone; stopping the work", g.start.Parent)
+	g.why = whyStopped
+	if g.suspended {
+		g.kill()
+		return
+	}
+	g.beginStop(g.start.Grace)
+}
+
+// beginStop sends SIGTERM to every process of the work (continuing them
+// if they were stopped by pool-run, which the lease still covers) and
+// sets SIGKILL for grace from now, or the hard deadline if sooner.
+func (g *guardian) beginStop(grace int64) {
+	if !g.running || g.killed {
+		return
+	}
+	now := bootNow()
+	at := min(now+max(grace, 0), g.hardAt)
+	if g.stopping {
+		g.killAt = min(g.killAt, at)
+		return
+	}
+	g.stopping, g.killAt = true, at
+	g.signalAll(syscall.SIGTERM)
+	if g.suspended {
+		g.suspended = false
+		g.signalAll(syscall.SIGCONT)
+	}
+}
+
+// kill sends SIGKILL to every process of the work; step repeats it until
+// none is left, for processes forked meanwhile.
+func (g *guardian) kill() {
+	if !g.running {
+		return
+	}
+	g.stopping, g.killed = true, true
+	g.signalAll(syscall.SIGKILL)
+}
+
+func (g *guardian) signalAll(sig syscall.Signal) {
+	for _, p := range descendants(g.self, g.pgid) {
+		signalProc(p, sig)
+	}
+}
+
+// suspend stops every process of the work, and returns once each is seen
+// stopped (a fork between a look and a stop is caught by the next look).
+func (g *guardian) suspend() {
+	if !g.running || g.suspended {
+		return
+	}
+	g.suspended = true
+	deadline := time.Now().Add(time.Second)
+	for {
+		all := true
+		for _, p := range descendants(g.self, g.pgid) {
+			if !p.stopped() {
+				all = false
+				signalProc(p, syscall.SIGSTOP)
+			}
+		}
+		if all || !treeComplete || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// restoreTerminal gives the terminal the modes it had before pool-run
+// made it raw. The guardian is in the terminal's background: SIGTTOU is
+// ignored around the change, or it would stop the guardian.
+func (g *guardian) restoreTerminal() {
+	if g.start.Termios == nil {
+		return
+	}
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	_ = unix.IoctlSetTermios(fdTerminal, ioctlSetTermios, g.start.Termios)
+}
+
+// release gives the lease back for pool-run, which died holding it. A
+// pool slot goes back as the plain lease it is: the pool's hold
+// statistics miss that one hold.
+func (g *guardian) release() {
+	r := g.start.Release
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, closeStore, err := storeopen.Open(ctx, r.Store)
+	if err == nil {
+		defer func() { _ = closeStore() }()
+		_, err = store.Release(ctx, r.Kind, r.Owner, r.Token)
+	}
+	if err != nil {
+		g.say("could not release %s (%v); it frees itself after its TTL", r.Kind, err)
+		return
+	}
+	g.say("released %s", r.Kind)
+}
+
+// phaseMain is a gate phase's interpreter: it reads the phase from
+// descriptor 3 and runs it with mvdan.cc/sh on the inherited streams.
+func phaseMain() int {
+	var ph guardPhase
+	if err := json.NewDecoder(os.NewFile(3, "phase")).Decode(&ph); err != nil {
+		fmt.Fprintln(os.Stderr, "pool-run: a gate phase is started by pool-run's guardian, not by hand")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	err := provision.Run(ctx, provision.Command{
+		Script: ph.Script, Dir: ph.Dir, Env: ph.Env,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		KillGrace: time.Duration(ph.Grace), StopLeftovers: true,
+	})
+	var ee *provision.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case ctx.Err() != nil:
+		return ExitSignalBase + int(syscall.SIGTERM)
+	case errors.As(err, &ee):
+		return ee.Status
+	}
+	fmt.Fprintln(os.Stderr, "pool-run:", err)
+	return 2
+}
+
+func withoutVar(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,289 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/lease"
+)
+
+// renewals carries the Hold's confirmed deadlines to the guardian.
+type renewals struct {
+	until atomic.Int64 // bootClock ns
+	ch    chan struct{}
+}
+
+func newRenewals() *renewals { return &renewals{ch: make(chan struct{}, 1)} }
+
+// note is the Hold's Renewed callback.
+func (r *renewals) note(until time.Time) {
+	r.until.Store(onBootClock(until))
+	select {
+	case r.ch <- struct{}{}:
+	default:
+	}
+}
+
+// guard is pool-run's end of its guardian.
+type guard struct {
+	cmd  *exec.Cmd
+	c    *conn
+	msgs <-chan guardMsg
+	gone chan struct{} // closed when the guardian has exited
+	err  error         // its Wait's error
+}
+
+// Bounds of the guardian's own deadline: the margin before the lease's
+// confirmed expiry at which it kills the work.
+const (
+	minMargin = 50 * time.Millisecond
+	maxMargin = 2 * time.Second
+)
+
+// guardTimes are the margin and the watchdog's grace for a lease of ttl
+// renewed every interval: the margin (a twentieth of the TTL, within
+// bounds) leaves time for SIGKILL to land before anyone else can be
+// granted the lease; the watchdog's SIGTERM comes a grace before that, the
+// kill grace at most, and never while the heartbeats are on schedule.
+func guardTimes(ttl, interval, killGrace time.Duration) (margin, watchGrace time.Duration) {
+	slack := max(ttl-interval, 0)
+	margin = min(max(ttl/20, minMargin), maxMargin, slack/4)
+	watchGrace = min(killGrace, slack/2)
+	return margin, watchGrace
+}
+
+// startGuardian starts the guardian on the work's streams and hands it
+// st. The guardian runs this same executable.
+func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("%w: finding this executable for the guardian: %v", ErrStart, err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "guardian"), os.NewFile(uintptr(fds[1]), "pool-run")
+	defer theirs.Close()
+	logf, ok := s.o.Log.(*os.File)
+	if !ok {
+		if logf, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+			mine.Close()
+			return nil, err
+		}
+		defer logf.Close()
+	}
+	termf := w.termFile
+	if termf == nil {
+		termf = logf // a placeholder: nothing to restore
+	}
+	ttl := s.hold.Record().TTL()
+	margin, watchGrace := guardTimes(ttl, s.hold.Interval(), s.o.KillGrace)
+	st.Parent = os.Getpid()
+	st.Until = s.renewals.until.Load()
+	st.Margin, st.WatchGrace, st.Grace = int64(margin), int64(watchGrace), int64(s.o.KillGrace)
+	st.Termios = w.saved
+	st.Release = &guardRelease{Store: s.o.Store.Where(), Kind: s.held.Kind, Owner: s.held.Owner, Token: s.held.Token}
+	cmd := &exec.Cmd{
+		Path: exe, Args: []string{"pool-run (guardian)"},
+		Env:   append(withoutVar(os.Environ(), guardianEnv), guardianEnv+"="+asGuardian),
+		Stdin: w.stdin, Stdout: w.stdout, Stderr: w.stderr,
+		ExtraFiles:  []*os.File{theirs, logf, termf},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		// A stream that is not a file is copied through a pipe; the
+		// copy must not outlast the work by more than this.
+		WaitDelay: time.Second,
+	}
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
+	}
+	w.started()
+	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
+	g.msgs = g.c.recv()
+	go func() {
+		g.err = cmd.Wait()
+		close(g.gone)
+	}()
+	if err := g.c.send(guardMsg{Op: opStart, Start: st}); err != nil {
+		g.close()
+		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
+	}
+	return g, nil
+}
+
+// close tells the guardian the lease is given back, and waits for it.
+func (g *guard) close() {
+	_ = g.c.send(guardMsg{Op: opDone})
+	_ = g.c.f.Close()
+	select {
+	case <-g.gone:
+	case <-time.After(5 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.gone
+	}
+}
+
+// outcome is how one run of the work under the guardian ended.
+type outcome struct {
+	status   int    // the work's own status
+	why      string // whyDeadline, whyStopped or ""
+	lost     error  // the lease's loss, if any
+	sig      os.Signal
+	timedOut bool  // a phase's timeout stopped it
+	startErr error // it could not be started
+	broken   error // the guardian died
+}
+
+// await follows the work until the guardian reports it gone: it forwards
+// renewals, signals and losses, applies timeout (a phase's), and does job
+// control. Signals: the first is passed to the work and, after the kill
+// grace, SIGKILL follows; a second kills at once.
+func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time, w *workIO) outcome {
+	var (
+		out        outcome
+		lost       = s.hold.Done()
+		done       = ctx.Done()
+		killAt     <-chan time.Time
+		killT      *time.Timer
+		tstp       chan os.Signal
+		suspending <-chan time.Time // Ctrl-Z: waiting for the work to be stopped
+		reconfirm  <-chan time.Time // a renewal after a stop to try again
+	)
+	if s.o.JobControl {
+		tstp = make(chan os.Signal, 1)
+		signal.Notify(tstp, syscall.SIGTSTP)
+		defer signal.Stop(tstp)
+	}
+	defer func() {
+		if killT != nil {
+			killT.Stop()
+		}
+	}()
+	interrupt := func(sig os.Signal) {
+		if out.sig != nil {
+			_ = g.c.send(guardMsg{Op: opKill}) // a second one: at once
+			return
+		}
+		out.sig = sig
+		n, ok := sig.(syscall.Signal)
+		if !ok {
+			n = syscall.SIGTERM
+		}
+		_ = g.c.send(guardMsg{Op: opSignal, Sig: int(n)})
+		killT = time.NewTimer(s.o.KillGrace)
+		killAt = killT.C
+	}
+	confirm := func() {
+		if !s.confirm(ctx, g, &out) {
+			reconfirm = time.After(s.hold.Interval())
+		}
+	}
+	stopSelf := func() {
+		suspending = nil
+		if w != nil && w.link != nil {
+			w.link.restore()
+		}
+		// SIGSTOP, not SIGTSTP: once notified, the Go runtime keeps its
+		// handler for SIGTSTP and drops the signal; the shell sees the
+		// job stopped either way. Kill returns once pool-run is continued.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		if w != nil && w.link != nil {
+			// In the terminal's background this stops pool-run again
+			// (SIGTTOU), before the work can run, until it is in the
+			// foreground.
+			w.link.makeRaw()
+		}
+		confirm()
+	}
+	for {
+		select {
+		case m, ok := <-g.msgs:
+			if !ok {
+				g.msgs = nil
+				<-g.gone
+				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v", g.cmd.Process.Pid, g.err)
+				return out
+			}
+			switch m.Op {
+			case opExited:
+				out.status, out.why = m.Status, m.Why
+				if m.Left > 0 {
+					fmt.Fprintf(s.o.Log, "pool-run: the work left %d process(es) running; they were ended before the release\n", m.Left)
+				}
+				if out.lost == nil {
+					out.lost = s.lost()
+				}
+				return out
+			case opFailed:
+				out.startErr = fmt.Errorf("%w: %s", ErrStart, m.Why)
+				return out
+			case opConfirm:
+				confirm()
+			case opSuspended:
+				if suspending != nil {
+					stopSelf()
+				}
+			}
+		case <-s.renewals.ch:
+			_ = g.c.send(guardMsg{Op: opUntil, Until: s.renewals.until.Load()})
+		case <-lost:
+			lost, out.lost = nil, s.hold.Err()
+			// The lease may be someone else's already: nothing of the
+			// work may run on, not even for a grace.
+			_ = g.c.send(guardMsg{Op: opKill})
+			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; killing the work\n", s.held, out.lost)
+		case sig := <-s.o.Signals:
+			interrupt(sig)
+		case <-done:
+			done = nil
+			interrupt(syscall.SIGTERM)
+		case <-timeout:
+			timeout = nil
+			out.timedOut = true
+			_ = g.c.send(guardMsg{Op: opStop, Grace: int64(s.o.KillGrace)})
+		case <-killAt:
+			killAt = nil
+			_ = g.c.send(guardMsg{Op: opKill})
+		case <-tstp:
+			if suspending == nil {
+				_ = g.c.send(guardMsg{Op: opSuspend})
+				suspending = time.After(time.Second)
+			}
+		case <-suspending:
+			stopSelf() // the guardian did not answer in time: stop all the same
+		case <-reconfirm:
+			reconfirm = nil
+			confirm()
+		}
+	}
+}
+
+// confirm renews the lease after pool-run was stopped and lets the work
+// go on only if the renewal was confirmed. It reports false for a renewal
+// that neither succeeded nor lost the lease: the work stays stopped, to
+// be confirmed again or killed by the guardian's deadline.
+func (s *session) confirm(ctx context.Context, g *guard, out *outcome) bool {
+	err := s.hold.Renew(ctx)
+	switch {
+	case err == nil:
+		_ = g.c.send(guardMsg{Op: opResume, Until: s.renewals.until.Load()})
+	case errors.Is(err, lease.ErrLost):
+		out.lost = err
+		_ = g.c.send(guardMsg{Op: opKill})
+		fmt.Fprintf(s.o.Log, "pool-run: lost %s while stopped: %v; killing the work\n", s.held, err)
+	default:
+		fmt.Fprintf(s.o.Log, "pool-run: could not confirm %s after a stop (%v); the work stays stopped\n", s.held, err)
+		return false
+	}
+	return true
+}

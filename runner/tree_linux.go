@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// On Linux the guardian is a child subreaper: every process of the work
+// that is orphaned (a daemon that double-forks, a `setsid` grandchild, a
+// test runner's detached web server) is re-parented to it rather than to
+// init, so the tree of processes below the guardian is the whole work,
+// wherever it moved in terms of process groups and sessions, and "the
+// guardian has no children" means "nothing of the work runs".
+
+// becomeSubreaper makes this process the reaper of its orphaned
+// descendants.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// treeComplete says whether descendants finds every process of the work,
+// including those that left its process group or session.
+const treeComplete = true
+
+// proc is one process as /proc/PID/stat shows it.
+type proc struct {
+	pid, ppid int
+	state     byte // R, S, D, T (stopped), t (traced), Z (zombie), ...
+}
+
+// readStat reads /proc/PID/stat; ok is false for a process that is gone.
+func readStat(pid int) (p proc, ok bool) {
+	var buf [512]byte
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return p, false
+	}
+	n, _ := f.Read(buf[:])
+	f.Close()
+	data := buf[:n]
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+4 >= len(data) {
+		return p, false
+	}
+	f2 := bytes.Fields(data[i+1:])
+	if len(f2) < 2 {
+		return p, false
+	}
+	ppid, err := strconv.Atoi(string(f2[1]))
+	if err != nil {
+		return p, false
+	}
+	return proc{pid: pid, ppid: ppid, state: f2[0][0]}, true
+}
+
+// processState is the state letter of pid ('T' stopped, 't' traced,
+// 'Z' zombie, ...), or 0 when it is gone.
+func processState(pid int) byte {
+	p, ok := readStat(pid)
+	if !ok {
+		return 0
+	}
+	return p.state
+}
+
+// descendants lists every live process below root (zombies excluded: they
+// run nothing and their parent or the guardian reaps them). The fallback
+// pgid is not needed here: the subreaper keeps the whole tree below root.
+func descendants(root, _ int) []proc {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	children := make(map[int][]proc)
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if p, ok := readStat(pid); ok {
+			children[p.ppid] = append(children[p.ppid], p)
+		}
+	}
+	var out []proc
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			queue = append(queue, c.pid)
+			if c.state != 'Z' && c.state != 'X' {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// signalProc sends sig to one process of the tree.
+func signalProc(p proc, sig syscall.Signal) { _ = syscall.Kill(p.pid, sig) }
+
+// stopped says whether a process is in a stop (by a signal or a tracer).
+func (p proc) stopped() bool { return p.state == 'T' || p.state == 't' }
+
+// bootClock is the clock the deadlines between pool-run and its guardian
+// are counted on: it keeps running through a suspend of the machine, as a
+// lease's TTL does on the store.
+const bootClock = unix.CLOCK_BOOTTIME
+
+// Terminal mode ioctls.
+const (
+	ioctlGetTermios = unix.TCGETS
+	ioctlSetTermios = unix.TCSETS
+)
+
+// dupOnto makes fd newfd a copy of oldfd.
+func dupOnto(oldfd, newfd int) error { return unix.Dup3(oldfd, newfd, 0) }

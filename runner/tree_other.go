@@ -1,0 +1,48 @@
+//go:build unix && !linux
+
+package runner
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Without a subreaper and /proc, the guardian reaches the work through its
+// process group: processes that move to a group or session of their own
+// (setsid, a detached child) are beyond its reach, as the README says.
+
+func becomeSubreaper() error { return nil }
+
+const treeComplete = false
+
+type proc struct {
+	pid, ppid int
+	state     byte
+}
+
+// processState cannot be read without /proc: pool-run's stops are then
+// caught only by the deadline.
+func processState(int) byte { return 'S' }
+
+// descendants stands the work's process group in for the tree: one entry
+// whose signals go to the whole group, while it has members.
+func descendants(_, pgid int) []proc {
+	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
+		return nil
+	}
+	return []proc{{pid: -pgid, state: 'S'}}
+}
+
+func signalProc(p proc, sig syscall.Signal) { _ = syscall.Kill(p.pid, sig) }
+
+func (p proc) stopped() bool { return false }
+
+const bootClock = unix.CLOCK_MONOTONIC
+
+const (
+	ioctlGetTermios = unix.TIOCGETA
+	ioctlSetTermios = unix.TIOCSETA
+)
+
+func dupOnto(oldfd, newfd int) error { return unix.Dup2(oldfd, newfd) }

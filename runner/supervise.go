@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -68,7 +66,7 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: finding this executable for the guardian: %v", ErrStart, err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}

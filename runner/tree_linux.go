@@ -125,3 +125,8 @@ const (
 
 // dupOnto makes fd newfd a copy of oldfd.
 func dupOnto(oldfd, newfd int) error { return unix.Dup3(oldfd, newfd, 0) }
+
+// socketpair is a connected pair of stream sockets, closed on exec.
+func socketpair() ([2]int, error) {
+	return unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+}

@@ -46,3 +46,16 @@ const (
 )
 
 func dupOnto(oldfd, newfd int) error { return unix.Dup2(oldfd, newfd) }
+
+// socketpair is a connected pair of stream sockets, closed on exec (set
+// under ForkLock, where the flag cannot be given at creation).
+func socketpair() ([2]int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.CloseOnExec(fds[0])
+		unix.CloseOnExec(fds[1])
+	}
+	return fds, err
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,11 +20,12 @@ import (
 
 // session is a lease held for one run.
 type session struct {
-	o     *Options
-	held  Held
-	hold  *lease.Hold
-	env   []string // the work's environment
-	start time.Time
+	o        *Options
+	renewals *renewals // the Hold's confirmed deadlines
+	held     Held
+	hold     *lease.Hold
+	env      []string // the work's environment
+	start    time.Time
 }
 
 // signalWatch cancels a context on the first signal of o.Signals, until
@@ -84,7 +87,8 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 
 // take acquires the slot or the baton and starts its Hold.
 func take(ctx context.Context, o *Options) (*session, error) {
-	hopts := lease.HoldOptions{Interval: o.Heartbeat}
+	rn := newRenewals()
+	hopts := lease.HoldOptions{Interval: o.Heartbeat, Renewed: rn.note}
 	if o.Pool != nil {
 		line := progress.New(o.Log, "pool-run")
 		g, err := o.Pool.Acquire(ctx, pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, OnWait: line.Show})
@@ -92,7 +96,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &session{o: o, start: time.Now(), held: Held{Kind: g.Kind, Slot: fmt.Sprint(g.Slot), Pool: o.Pool.Config().Name, Owner: g.Owner, Token: g.Token}}
+		s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: g.Kind, Slot: fmt.Sprint(g.Slot), Pool: o.Pool.Config().Name, Owner: g.Owner, Token: g.Token}}
 		s.hold, err = o.Pool.Keep(context.WithoutCancel(ctx), g, hopts)
 		if err != nil {
 			if !errors.Is(err, pool.ErrLeaseLost) {
@@ -100,9 +104,9 @@ func take(ctx context.Context, o *Options) (*session, error) {
 			}
 			return nil, err
 		}
-		s.env = workEnv(o.Env, g.Env, withFence(map[string]string{
+		s.env = workEnv(o.Env, g.Env, storeEnv(o, HeldLease{Kind: g.Kind, Pool: s.held.Pool, Slot: s.held.Slot}, withFence(map[string]string{
 			"POOL_RUN_SLOT": s.held.Slot, "POOL_RUN_TOKEN": g.Token, "POOL_RUN_OWNER": g.Owner,
-		}, g.Fence))
+		}, g.Fence)))
 		return s, nil
 	}
 	acq, err := acquireBaton(ctx, o)
@@ -113,7 +117,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	if acq.TookOverExpired {
 		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, lease.JournalName)
 	}
-	s := &session{o: o, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
+	s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
 	hopts.Acquired = rec
 	s.hold, err = o.Store.Keep(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token, hopts)
 	if err != nil {
@@ -122,9 +126,9 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		}
 		return nil, err
 	}
-	s.env = workEnv(o.Env, nil, withFence(map[string]string{
+	s.env = workEnv(o.Env, nil, storeEnv(o, HeldLease{Kind: o.Kind}, withFence(map[string]string{
 		"POOL_RUN_KIND": o.Kind, "POOL_RUN_TOKEN": rec.Token, "POOL_RUN_OWNER": o.Owner,
-	}, rec.Fence))
+	}, rec.Fence)))
 	return s, nil
 }
 
@@ -158,8 +162,37 @@ func acquireBaton(ctx context.Context, o *Options) (*lease.Acquisition, error) {
 	return o.Store.AcquireWait(ctx, req)
 }
 
-// workEnv is base with the grant's variables and extra added, later ones
-// replacing earlier ones of the same name, sorted after the base.
+// storeEnv adds to env the variables that tell the work where its lease
+// is: LEASE_STORE, the store this run used as it resolved it (an absolute
+// directory, as a gate phase runs in the gate file's directory and a
+// relative one would name another store there; or the URL), and
+// [EnvHeld], base's list of what the ancestors hold with h added.
+func storeEnv(o *Options, h HeldLease, env map[string]string) map[string]string {
+	if where := o.Store.Where(); where != "" {
+		env["LEASE_STORE"] = where
+	}
+	h.Store = StoreID(o.Store)
+	if v := heldEnv(o.Env, h); v != "" {
+		env[EnvHeld] = v
+	}
+	return env
+}
+
+// hiddenEnv are the variables of pool-run's environment that never reach
+// the work: the etcd credentials (etcdstore's LEASE_ETCD_USER and
+// LEASE_ETCD_PASSWORD, and the client certificate and its key, which
+// authenticate as well). The work gets the store in LEASE_STORE, not the
+// right to use it as pool-run: a nested pool-run on a cluster that
+// authenticates needs credentials of its own. LEASE_ETCD_CACERT, the
+// authorities that sign the servers' certificates, is no secret and stays,
+// so the work can still verify the cluster.
+var hiddenEnv = []string{"LEASE_ETCD_USER", "LEASE_ETCD_PASSWORD", "LEASE_ETCD_CERT", "LEASE_ETCD_KEY"}
+
+// workEnv is base without the variables the work must not see (every
+// POOL_RUN_*, which describe an outer run's lease when pool-run is
+// nested, and hiddenEnv), with the grant's variables and extra added,
+// later ones replacing earlier ones of the same name, sorted after the
+// base.
 func workEnv(base []string, grant, extra map[string]string) []string {
 	add := make(map[string]string, len(grant)+len(extra))
 	for k, v := range grant {
@@ -170,16 +203,11 @@ func workEnv(base []string, grant, extra map[string]string) []string {
 	}
 	out := make([]string, 0, len(base)+len(add))
 	for _, kv := range base {
-		name := kv
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				name = kv[:i]
-				break
-			}
+		name, _, _ := strings.Cut(kv, "=")
+		if _, replaced := add[name]; replaced || strings.HasPrefix(name, "POOL_RUN_") || slices.Contains(hiddenEnv, name) {
+			continue
 		}
-		if _, replaced := add[name]; !replaced {
-			out = append(out, kv)
-		}
+		out = append(out, kv)
 	}
 	names := make([]string, 0, len(add))
 	for k := range add {

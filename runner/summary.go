@@ -52,7 +52,10 @@ func (r *Result) Table() string {
 	return b.String()
 }
 
-// Summary is the JSON form of a result, as --summary-json writes it.
+// Summary is the JSON form of a result, as --summary-json writes it, for
+// a command as for a gate: Code and Exit as in [Result] (a command's own
+// status 75 is "failed", never "lease_lost"), Held null when nothing was
+// held, and Phases empty, never null, for a command.
 type Summary struct {
 	OK     bool           `json:"ok"`
 	Code   string         `json:"code"`

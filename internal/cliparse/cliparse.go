@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -48,7 +50,7 @@ func RegisterFull(f FullParser) { full = f }
 // (see quick); help and every mistake go to the full parser, or fail with
 // ErrNeedsFullParser in an executable that links none.
 func Parse(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
-	if wantsVersion(args) {
+	if wantsVersion(grammar, args) {
 		fmt.Fprintf(stdout, "%s %s\n", name, Version())
 		return Command{}, true, 0, nil
 	}
@@ -79,17 +81,46 @@ func Ms(name string, v int64) (time.Duration, error) {
 	return time.Duration(v) * time.Millisecond, nil
 }
 
-// wantsVersion reports a --version before any "--".
-func wantsVersion(args []string) bool {
-	for _, a := range args {
+// wantsVersion reports a --version among the CLI's own flags: before any
+// "--", and in a CLI that runs the command given as its arguments (a
+// grammar whose root ends in a passthrough argument, as pool-run's does)
+// also before that command's first word, from which on every word is the
+// command's: "pool-run --kind k git --version" runs git. A word is the
+// command's first when it does not start with "-" and is not the value of
+// the flag before it; a flag the grammar does not know is taken to have no
+// value (the parse then reports it).
+func wantsVersion(grammar any, args []string) bool {
+	at := -1
+	for i, a := range args {
 		if a == "--" {
 			return false
 		}
 		if a == "--version" {
-			return true
+			at = i
+			break
 		}
 	}
-	return false
+	if at < 0 {
+		return false // the common case: no grammar to read
+	}
+	var root node
+	rv := reflect.ValueOf(grammar)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct || !root.read(rv.Elem().Type(), nil) || root.arg == nil || len(root.verbs) > 0 {
+		return true
+	}
+	for i := 0; i < at; i++ {
+		a := args[i]
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			return false // the command's first word
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
+			k := flagIndex(root.flags, a[2:])
+			if k >= 0 && root.flags[k].typ != boolType && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++ // the flag's value
+			}
+		}
+	}
+	return true
 }
 
 // helpVerb turns "help [VERB...]" into "[VERB...] --help" for CLIs made of

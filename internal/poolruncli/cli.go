@@ -43,7 +43,7 @@ type cli struct {
 	NoWait       bool           `name:"no-wait" help:"Take a slot (or the baton) now or give up at once (exit 1)."`
 	WaitMs       *int64         `name:"wait-ms" placeholder:"MS" help:"Give up after this many milliseconds of waiting (exit 1, code timeout); 0 is --no-wait. Default: wait as long as it takes."`
 	Payload      *string        `placeholder:"JSON" help:"A JSON value kept with a baton lease, shown by lease status (no secrets)."`
-	SummaryJSON  string         `name:"summary-json" placeholder:"FILE" help:"With --gate, also write the summary as JSON to FILE."`
+	SummaryJSON  string         `name:"summary-json" placeholder:"FILE" help:"Also write how the run ended as JSON to FILE (see below)."`
 	PollMs       int64          `name:"poll-ms" placeholder:"MS" env:"POOL_POLL_MS" help:"How often a queued waiter re-checks when no file event wakes it (default 5000)."`
 	ProvisionCmd string         `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command."`
 	ResetCmd     string         `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
@@ -60,23 +60,55 @@ func (*cli) RunsCommands() {}
 const description = `Hold a slot of a pool (or one baton lease) while a command or a gate file's
 phases run: acquire (waiting in the queue), provision, run, heartbeat, and
 release on every exit path. The command runs directly, in a process group of
-its own, with the grant's environment plus POOL_RUN_SLOT (POOL_RUN_KIND for a
-baton), POOL_RUN_TOKEN and POOL_RUN_OWNER; on a pseudo-terminal when stdin and
-stdout are a terminal. If the lease is lost, the whole group gets SIGTERM,
-then SIGKILL after the kill grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT are
-passed to the group.
+its own, on a pseudo-terminal when stdin and stdout are a terminal. If the
+lease is lost, the whole group gets SIGTERM, then SIGKILL after the kill
+grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed to the group.
 
   pool-run --pool pool.json -- npm run test:e2e
   pool-run --kind merge-baton --owner "$USER" -- git merge --ff-only topic
   pool-run --gate gate.yaml
 
-Flags beat the gate file, which beats the environment.
+pool-run's flags end at the first word that is neither one of them nor a
+flag's value: from there on every word is the command's, flags too
+("pool-run --kind k git --version" runs git --version). "--" ends them as
+well. Flags beat the gate file, which beats the environment.
+
+The work's environment is pool-run's, without any POOL_RUN_* variable of an
+outer pool-run and without the etcd credentials (LEASE_ETCD_USER,
+LEASE_ETCD_PASSWORD, LEASE_ETCD_CERT, LEASE_ETCD_KEY; LEASE_ETCD_CACERT
+stays), plus the grant's variables and:
+  POOL_RUN_SLOT        the slot's id (for a baton POOL_RUN_KIND, its kind)
+  POOL_RUN_TOKEN       the lease's token
+  POOL_RUN_OWNER       its owner
+  POOL_RUN_FENCE       its fence, when the store keeps one
+  LEASE_STORE          the store this run used: an absolute directory (the
+                       same store from a gate phase, which runs in the gate
+                       file's directory) or the store URL
+  DURABLE_LEASE_HELD   what this run and the pool-runs it runs under hold,
+                       outermost first: entries separated by ";", each
+                       "store=STORE,kind=KIND" plus ",pool=NAME,slot=ID" for
+                       a slot (STORE: the absolute directory, symbolic links
+                       resolved, or the URL; %XX escapes ',', ';', '=', '%',
+                       spaces, control characters and non-ASCII bytes)
+A nested pool-run asking for a lease one of them holds on the same store,
+or for a pool all of whose slots they hold, would wait for itself forever:
+it fails at once instead (exit 1, held_by_ancestor), naming the lease. It
+may take a slot they do not hold.
+
+pool-run's last line on stderr says how the run ended, and --summary-json
+FILE writes the same as JSON (ok, code, exit, error, held, heldMs, phases;
+phases is [] for a command): code is ok, failed (the work's own non-zero
+status, 75 included), lease_lost, interrupted, timeout (waiting for the
+lease; for a gate, also a phase), held_by_ancestor, or the refusal of the
+acquisition (held, saturated, ...). FILE is relative to the current
+directory.
 
 Exit status:
   the command's own    its status; 128+n when it died of signal n
   0                    every gate phase passed
-  1, 2, 3              nothing was acquired and nothing ran: 1 refused or timed
-                       out, 2 usage or invalid pool or gate file, 3 internal
+  1, 2, 3              nothing was acquired and nothing ran: 1 refused, timed
+                       out, or held by an ancestor (held_by_ancestor); 2 usage
+                       or invalid pool or gate file; 3 internal
   75                   the lease was lost while the work ran (it was stopped)
   124                  a gate phase ran out of its timeout
   126, 127             the command cannot be executed / was not found (checked
@@ -128,7 +160,9 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return exit
 	}
 	var res *runner.Result
-	if gate != nil {
+	if err := runner.CheckAncestors(o, nil); err != nil {
+		res = heldByAncestor(err, gate)
+	} else if gate != nil {
 		res = runner.Gate(ctx, *o, gate)
 	} else {
 		res = runner.Command(ctx, *o, c.Command)
@@ -138,7 +172,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	}
 	report(stdio.Stderr, res, gate != nil)
 	if c.SummaryJSON != "" {
-		if err := writeSummary(filepath.Join(cwd, c.SummaryJSON), res); err != nil {
+		if err := writeSummary(abs(cwd, c.SummaryJSON), res); err != nil {
 			fmt.Fprintf(stdio.Stderr, "pool-run: writing the summary: %v\n", err)
 			if res.Exit == 0 {
 				return jsonout.ExitInternal
@@ -147,6 +181,21 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	}
 	return res.Exit
 }
+
+// heldByAncestor is the result of a run that asked for what an ancestor
+// pool-run holds: refused (exit 1) before anything was acquired or run.
+func heldByAncestor(err error, gate *gates.Gate) *runner.Result {
+	r := &runner.Result{Exit: jsonout.ExitRefused, Code: codeHeldByAncestor, Err: err}
+	if gate != nil {
+		for _, p := range gate.Phases {
+			r.Phases = append(r.Phases, runner.PhaseResult{Name: p.Name, Result: runner.PhaseSkipped})
+		}
+	}
+	return r
+}
+
+// codeHeldByAncestor is the code of a run refused by runner.CheckAncestors.
+const codeHeldByAncestor = "held_by_ancestor"
 
 func usage(w io.Writer, err error) int {
 	msg := strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": ")
@@ -208,9 +257,6 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		if len(c.Command) == 0 {
 			return nil, nil, cliparse.Usagef("no command: give one after --, or --gate FILE")
 		}
-		if c.SummaryJSON != "" {
-			return nil, nil, cliparse.Usagef("--summary-json needs --gate")
-		}
 	}
 	if c.Pool != nil && c.Kind != nil {
 		return nil, nil, cliparse.Usagef("--pool and --kind exclude each other")
@@ -229,7 +275,7 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 	if err != nil {
 		return nil, nil, err
 	}
-	o := &runner.Options{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait}
+	o := &runner.Options{JobControl: true, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait}
 	if c.WaitMs != nil {
 		if *c.WaitMs == 0 {
 			o.NoWait = true

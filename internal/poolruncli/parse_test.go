@@ -54,3 +54,29 @@ func FuzzQuickParse(f *testing.F) {
 		}
 	})
 }
+
+// pool-run's own flags end at the command's first word: what follows is
+// the command's, --version and --help included, and the quick parser and
+// kong read it the same way.
+func TestFlagsEndAtTheCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args, command string
+	}{
+		{"--kind k git --version", "git --version"},
+		{"--kind k ls --help", "ls --help"},
+		{"--kind k ls -h", "ls -h"},
+		{"--kind k --no-pty env --kind x --no-wait --version", "env --kind x --no-wait --version"},
+		{"--kind k -- git --version", "-- git --version"},
+	} {
+		args := strings.Fields(tc.args)
+		var c cli
+		var stdout, stderr strings.Builder
+		_, exited, _, err := cliparse.Parse(&c, "pool-run", description, kong.Vars{}, args, &stdout, &stderr)
+		if exited || err != nil || strings.Join(c.Command, " ") != tc.command || c.Kind == nil || *c.Kind != "k" {
+			t.Errorf("%s: exited %v, err %v, stdout %q: command %q, want %q", tc.args, exited, err, stdout.String(), c.Command, tc.command)
+		}
+		if accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args); err != nil || !accepted {
+			t.Errorf("%s: quick accepted %v, %v", tc.args, accepted, err)
+		}
+	}
+}

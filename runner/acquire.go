@@ -73,7 +73,7 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 	s, err := take(actx, o)
 	if sig := w.end(); sig != nil {
 		if s != nil {
-			_ = s.release()
+			_, _ = s.release()
 		}
 		return nil, &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig,
 			Err: fmt.Errorf("while acquiring: %w", &interruption{sig})}
@@ -223,25 +223,47 @@ func workEnv(base []string, grant, extra map[string]string) []string {
 // release gives the lease back once. It returns the loss when the release
 // shows that the lease had been lost while the work ran (no record left,
 // another holder, or past its TTL) although no heartbeat had noticed yet.
-// A release that fails otherwise is a warning: the TTL frees it later.
-func (s *session) release() error {
-	err := s.hold.Release(context.Background())
+// A release that fails otherwise is a warning: the TTL frees it later. A
+// signal that arrives meanwhile cuts the release short (a store that does
+// not answer must not make pool-run deaf to Ctrl-C) and is returned.
+func (s *session) release() (lost error, sig os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig = <-s.o.Signals:
+			cancel()
+		case <-stop:
+		}
+	}()
+	err := s.hold.Release(ctx)
+	close(stop)
+	<-watched
 	switch {
 	case err == nil, errors.Is(err, lease.ErrLost):
-		return nil // a loss the hold saw is already in the result
+		return nil, sig // a loss the hold saw is already in the result
 	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
-		return fmt.Errorf("%w: found at release: %w", lease.ErrLost, err)
+		return fmt.Errorf("%w: found at release: %w", lease.ErrLost, err), sig
 	}
 	fmt.Fprintf(s.o.Log, "pool-run: warning: the release of %s was not confirmed (%v); it frees itself after the TTL\n", s.held, err)
-	return nil
+	return nil, sig
 }
 
 // finish releases and turns a loss found at release into the result: a
-// loss never looks like success, nor like the work's own failure.
+// loss never looks like success, nor like the work's own failure. A
+// signal during the release makes a run that would have ended with the
+// work's own status an interrupted one.
 func (s *session) finish(r *Result) *Result {
-	if lost := s.release(); lost != nil && (r.Code == "ok" || r.Code == "failed") {
+	lost, sig := s.release()
+	switch {
+	case lost != nil && (r.Code == "ok" || r.Code == "failed"):
 		fmt.Fprintf(s.o.Log, "pool-run: %s was lost while the work ran: %v\n", s.held, lost)
 		r = &Result{Exit: ExitLost, Code: "lease_lost", Err: lost, Phases: r.Phases}
+	case sig != nil && (r.Code == "ok" || r.Code == "failed"):
+		r = &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Phases: r.Phases,
+			Err: fmt.Errorf("during the release: %w", &interruption{sig})}
 	}
 	return s.result(r)
 }

@@ -227,3 +227,52 @@ func withMarker(marker string) []string {
 	}
 	return found
 }
+
+// releaseBlocker is a store whose deletes hang until their context ends,
+// as a release does on a store that stopped answering.
+type releaseBlocker struct {
+	lease.Backend
+	entered chan struct{}
+}
+
+func (b *releaseBlocker) Update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
+	cur, err := b.Backend.Read(ctx, kind)
+	if err == nil {
+		if ch, err := fn(cur); err == nil && ch.Op == lease.OpDelete {
+			close(b.entered)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	}
+	return b.Backend.Update(ctx, kind, fn)
+}
+
+// TestSignalDuringReleaseIsHonoured: Ctrl-C while the release hangs ends
+// the run at once, interrupted, rather than being swallowed.
+func TestSignalDuringReleaseIsHonoured(t *testing.T) {
+	dir := testStore(t)
+	b := &releaseBlocker{Backend: dir.Backend(), entered: make(chan struct{})}
+	s, err := lease.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	sigs := make(chan os.Signal, 1)
+	o := baton(t, s, &out, sigs)
+	done := make(chan *Result, 1)
+	go func() { done <- Command(context.Background(), o, []string{"true"}) }()
+	select {
+	case <-b.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the release never started")
+	}
+	sigs <- syscall.SIGINT
+	select {
+	case r := <-done:
+		if r.Exit != 130 || r.Code != "interrupted" {
+			t.Errorf("result %+v, want exit 130, interrupted", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a SIGINT during a hanging release did not end the run")
+	}
+}

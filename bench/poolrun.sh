@@ -45,7 +45,9 @@
 # PLAIN_MIB (default 300), PTY_MIB (default 100), BENCH_STORE_PARENT
 # (directory for the store; default /dev/shm, else the temporary directory),
 # BENCH_PARTS (default "overhead throughput"; either word alone runs that
-# part), BENCH_KEEP=1 to keep the store and binaries.
+# part), BENCH_KEEP=1 to keep the store and binaries, BENCH_BASE=<commit>
+# to also time that commit's pool-run (pool-run-base) in the overhead part,
+# in the same hyperfine run.
 # Usage: bench/poolrun.sh   (from any directory)
 set -eu
 
@@ -107,6 +109,14 @@ esac
 mkdir "$tmp/bin"
 (cd "$root" && CGO_ENABLED=${CGO_ENABLED:-0} go build -o "$tmp/bin" ./cmd/...)
 [ -x "$tmp/bin/pool-run" ] || die "go build ./cmd/... made no pool-run binary"
+base=
+if [ -n "${BENCH_BASE:-}" ]; then
+	base=$(git -C "$root" rev-parse --short "$BENCH_BASE") || die "no commit $BENCH_BASE"
+	mkdir "$tmp/base-src" "$tmp/bin/base"
+	git -C "$root" archive "$base" | tar -x -C "$tmp/base-src"
+	(cd "$tmp/base-src" && CGO_ENABLED=${CGO_ENABLED:-0} go build -o "$tmp/bin/base/" ./cmd/pool-run)
+	rm -rf "$tmp/base-src"
+fi
 
 # script(1) runs its command with $SHELL -c; fix the shell so runs compare.
 SHELL=/bin/sh
@@ -126,6 +136,7 @@ echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $rev"
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r), load $load"
 echo "go:      $(go version)"
+[ -z "$base" ] || echo "base:    pool-run-base is commit $base"
 echo "tools:   $(hyperfine --version), $(script --version 2>/dev/null || echo 'no script')"
 echo "store:   $store ($(df -T "$store" | awk 'NR==2 {print $2}'))"
 for b in lease pool-run; do
@@ -202,12 +213,16 @@ EOF
 
 	echo
 	echo "== overhead: hyperfine -N, $RUNS runs after $WARMUP warm-ups"
+	set -- -n pool-run -p true "$cmd_poolrun"
+	if [ -n "$base" ]; then
+		set -- "$@" -n pool-run-base -p true "$tmp/bin/base/pool-run --store $store --owner bench --ttl 1 --kind bench-run -- true"
+	fi
 	hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$tmp/overhead.json" \
 		-n true -p true "true" \
 		-n acquire -p "$prep_acquire" "$cmd_acquire" \
 		-n release -p "$prep_release" "$cmd_release" \
 		-n pair -p true "sh $tmp/pair.sh" \
-		-n pool-run -p true "$cmd_poolrun"
+		"$@"
 	clean_store
 	summaries="$summaries overhead"
 fi
@@ -309,6 +324,10 @@ if "overhead" in parts:
     print(f"  / pair (sh: acquire, then release with the token): {q:.2f}x; pool-run -- true / pair: {m['pool-run']/m['pair']:.2f}x")
     print(f"  / (acquire + release, each without sh, {ar*1e3:.2f} ms): {over/ar:.2f}x")
     verdict.append(f"overhead / pair median ratio: {q:.2f} (target <= 2: {'met' if q <= 2 else 'MISSED'})")
+    if "pool-run-base" in o:
+        row("pool-run-base", o["pool-run-base"])
+        ob = m["pool-run-base"] - m["true"]
+        print(f"pool-run-base overhead: {ob*1e3:.2f} ms; this pool-run's / the base's: {over/ob:.2f}x (pool-run -- true: {m['pool-run']/m['pool-run-base']:.2f}x)")
 def throughput(res, direct, via, nbytes, floor_direct=None, floor_via=None):
     td, tv = med(res[direct]), med(res[via])
     mbd, mbv = nbytes / td / 1e6, nbytes / tv / 1e6

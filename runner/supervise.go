@@ -119,10 +119,23 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	return g, nil
 }
 
-// close tells the guardian the lease is given back, and waits for it.
+// close tells the guardian the lease is given back. The work is gone by
+// then and the guardian exits by itself; it is waited for only when it
+// has streams of the work's to copy to the end (a reader or writer that is
+// not a file), or when the work did not end (the guardian died).
 func (g *guard) close() {
 	_ = g.c.send(guardMsg{Op: opDone})
 	_ = g.c.f.Close()
+	if _, isFile := g.cmd.Stdout.(*os.File); isFile {
+		if _, isFile = g.cmd.Stderr.(*os.File); isFile {
+			if g.cmd.Stdin == nil {
+				return
+			}
+			if _, isFile = g.cmd.Stdin.(*os.File); isFile {
+				return
+			}
+		}
+	}
 	select {
 	case <-g.gone:
 	case <-time.After(5 * time.Second):

@@ -71,7 +71,58 @@ func processState(pid int) byte {
 // descendants lists every live process below root (zombies excluded: they
 // run nothing and their parent or the guardian reaps them). The fallback
 // pgid is not needed here: the subreaper keeps the whole tree below root.
+// It walks the kernel's lists of each thread's children, so it costs what
+// the tree holds, not what the machine runs; without them (a kernel built
+// without CONFIG_PROC_CHILDREN) it reads every process's parent instead.
 func descendants(root, _ int) []proc {
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(syscall.Gettid()) + "/children"); err != nil {
+		return descendantsByScan(root)
+	}
+	var out []proc
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range childrenOf(pid) {
+			p, ok := readStat(c)
+			if !ok || p.ppid != pid {
+				continue // gone, or the pid is another process's already
+			}
+			queue = append(queue, c)
+			if p.state != 'Z' && p.state != 'X' {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// childrenOf lists the children of every thread of pid.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []int
+	for _, tid := range tids {
+		data, err := os.ReadFile(dir + "/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(data) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// descendantsByScan is descendants from every process's parent.
+func descendantsByScan(root int) []proc {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil

@@ -38,6 +38,7 @@ type guard struct {
 	msgs <-chan guardMsg
 	gone chan struct{} // closed when the guardian has exited
 	err  error         // its Wait's error
+	work int           // the pid of the work (or phase) last started
 }
 
 // Bounds of the guardian's own deadline: the margin before the lease's
@@ -223,9 +224,17 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				g.msgs = nil
 				<-g.gone
 				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v", g.cmd.Process.Pid, g.err)
+				if g.work > 0 {
+					// What can still be reached: the work's own process
+					// group (its session, led by it).
+					_ = syscall.Kill(-g.work, syscall.SIGKILL)
+					out.broken = fmt.Errorf("%w; the work's process group was killed", out.broken)
+				}
 				return out
 			}
 			switch m.Op {
+			case opStarted:
+				g.work = m.Pid
 			case opExited:
 				out.status, out.why = m.Status, m.Why
 				if m.Left > 0 {

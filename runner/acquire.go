@@ -21,7 +21,8 @@ import (
 // session is a lease held for one run.
 type session struct {
 	o        *Options
-	renewals *renewals // the Hold's confirmed deadlines
+	renewals *renewals      // the Hold's confirmed deadlines
+	tstp     chan os.Signal // SIGTSTP, with Options.JobControl
 	held     Held
 	hold     *lease.Hold
 	env      []string // the work's environment

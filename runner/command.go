@@ -45,6 +45,7 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 		return s.finish(&Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Err: &interruption{sig}})
 	default:
 	}
+	defer s.jobControl()()
 	w, err := wireStdio(&o, false)
 	if err != nil {
 		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: fmt.Errorf("%w: %v", ErrStart, err)})

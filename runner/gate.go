@@ -82,6 +82,7 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 		return s.finish(&Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)})
 	}
 	env := append(gitless(s.env), extra...)
+	defer s.jobControl()()
 	w, err := wireStdio(s.o, true)
 	if err != nil {
 		return s.finish(&Result{Exit: 3, Code: "internal", Err: err, Phases: skipped(g.Phases, 0)})
@@ -201,13 +202,21 @@ func (s *session) during(ctx context.Context, fn func(context.Context)) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case <-s.hold.Done():
-			stop(s.hold.Err())
-		case got := <-s.o.Signals:
-			stop(&interruption{got})
-		case <-rctx.Done():
-		case <-quit:
+		for {
+			select {
+			case <-s.hold.Done():
+				stop(s.hold.Err())
+			case got := <-s.o.Signals:
+				stop(&interruption{got})
+			case <-s.tstp:
+				// Ctrl-Z between phases: no work runs; pool-run stops
+				// (the reset's own commands are the pool's, and go on).
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				continue
+			case <-rctx.Done():
+			case <-quit:
+			}
+			return
 		}
 	}()
 	fn(rctx)

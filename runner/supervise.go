@@ -14,6 +14,18 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 )
 
+// jobControl starts taking SIGTSTP for the session, until the returned
+// function is called. Once notified, the Go runtime drops a SIGTSTP
+// nobody listens for, so one channel serves the whole run.
+func (s *session) jobControl() func() {
+	if !s.o.JobControl {
+		return func() {}
+	}
+	s.tstp = make(chan os.Signal, 1)
+	signal.Notify(s.tstp, syscall.SIGTSTP)
+	return func() { signal.Stop(s.tstp) }
+}
+
 // renewals carries the Hold's confirmed deadlines to the guardian.
 type renewals struct {
 	until atomic.Int64 // bootClock ns
@@ -167,15 +179,10 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 		done       = ctx.Done()
 		killAt     <-chan time.Time
 		killT      *time.Timer
-		tstp       chan os.Signal
+		tstp       = s.tstp
 		suspending <-chan time.Time // Ctrl-Z: waiting for the work to be stopped
 		reconfirm  <-chan time.Time // a renewal after a stop to try again
 	)
-	if s.o.JobControl {
-		tstp = make(chan os.Signal, 1)
-		signal.Notify(tstp, syscall.SIGTSTP)
-		defer signal.Stop(tstp)
-	}
 	defer func() {
 		if killT != nil {
 			killT.Stop()

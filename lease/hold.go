@@ -81,6 +81,8 @@ type Hold struct {
 	err      error
 	definite bool // err is a refusal: the lease is certainly not ours
 
+	beat sync.Mutex // held by each heartbeat, and by Pause
+
 	stopOnce    sync.Once
 	releaseOnce sync.Once
 	releaseErr  error
@@ -129,6 +131,16 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 	}
 	go h.loop(ctx)
 	return h, nil
+}
+
+// Pause waits for a heartbeat in progress to end and holds the next one
+// back until the returned function is called. A process about to stop
+// itself (a shell job's Ctrl-Z) pauses first, so that it is not stopped
+// in the middle of a store update, holding the kind's critical section
+// for everyone else while it is stopped.
+func (h *Hold) Pause() (resume func()) {
+	h.beat.Lock()
+	return h.beat.Unlock
 }
 
 // ErrHoldEnded is what [Hold.Renew] returns once the Hold has stopped
@@ -273,7 +285,9 @@ func (h *Hold) loop(ctx context.Context) {
 		// timeout), and the watchdog above cannot fire meanwhile: bound
 		// the heartbeat by the deadline.
 		bctx, cancel := context.WithDeadline(ctx, deadline)
+		h.beat.Lock()
 		rec, err := h.store.Heartbeat(bctx, h.kind, h.owner, h.token)
+		h.beat.Unlock()
 		late := bctx.Err() != nil
 		cancel()
 		answer := func(err error) {

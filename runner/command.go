@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -77,6 +78,9 @@ func (out *outcome) result(s *session) *Result {
 		return &Result{Exit: ExitNotExecutable, Code: "not_executable", Err: out.startErr}
 	case out.lost != nil:
 		return &Result{Exit: ExitLost, Code: "lease_lost", Err: out.lost}
+	case out.why == whyTerminated:
+		return &Result{Exit: signalStatus(syscall.SIGTERM), Code: "interrupted", Signal: syscall.SIGTERM,
+			Err: fmt.Errorf("the guardian was sent SIGTERM: %w", &interruption{syscall.SIGTERM})}
 	case out.why == whyDeadline:
 		err := fmt.Errorf("%w: %s was not renewed in time (pool-run stopped or hung); the guardian killed the work before the lease could expire", lease.ErrLost, s.held)
 		return &Result{Exit: ExitLost, Code: "lease_lost", Err: err}

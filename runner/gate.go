@@ -166,7 +166,9 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 		}
 	}
 	fmt.Fprintf(s.o.Log, "pool-run: phase %s\n", ph.Name)
-	if err := gd.c.send(guardMsg{Op: opPhase, Phase: &guardPhase{Script: ph.Run, Dir: dir, Env: env, Grace: int64(s.o.KillGrace)}}); err != nil {
+	// The deadline goes with the phase: renewals during the reset were
+	// not passed on (the guardian had nothing to guard).
+	if err := gd.c.send(guardMsg{Op: opPhase, Until: s.renewals.until.Load(), Phase: &guardPhase{Script: ph.Run, Dir: dir, Env: env, Grace: int64(s.o.KillGrace)}}); err != nil {
 		return end(PhaseFailed, 3, fmt.Errorf("the guardian: %w", err))
 	}
 	var timeout <-chan time.Time
@@ -188,6 +190,7 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 	case r.Code == "failed":
 		return end(PhaseFailed, r.Exit, fmt.Errorf("phase %s: exit status %d", ph.Name, r.Exit))
 	default:
+		fmt.Fprintf(s.o.Log, "pool-run: phase %s: %v\n", ph.Name, r.Err)
 		return end(PhaseFailed, r.Exit, r.Err)
 	}
 }
@@ -200,6 +203,7 @@ func (s *session) during(ctx context.Context, fn func(context.Context)) error {
 	defer stop(nil)
 	quit := make(chan struct{})
 	watched := make(chan struct{})
+	stopAfter := false // Ctrl-Z during the reset
 	go func() {
 		defer close(watched)
 		for {
@@ -209,9 +213,7 @@ func (s *session) during(ctx context.Context, fn func(context.Context)) error {
 			case got := <-s.o.Signals:
 				stop(&interruption{got})
 			case <-s.tstp:
-				// Ctrl-Z between phases: no work runs; pool-run stops
-				// (the reset's own commands are the pool's, and go on).
-				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				stopAfter = true
 				continue
 			case <-rctx.Done():
 			case <-quit:
@@ -222,6 +224,15 @@ func (s *session) during(ctx context.Context, fn func(context.Context)) error {
 	fn(rctx)
 	close(quit)
 	<-watched
+	if stopAfter {
+		// No work runs between phases; the reset is done, so no store
+		// update is cut in two by the stop. The next phase's await
+		// renews nothing by itself: renew here, once continued.
+		s.stopSelf()
+		if err := s.hold.Renew(ctx); errors.Is(err, lease.ErrLost) {
+			return err
+		}
+	}
 	return context.Cause(rctx)
 }
 

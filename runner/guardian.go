@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/storeopen"
+	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -37,30 +40,81 @@ import (
 // or session.
 const guardianEnv = "DURABLE_LEASE_GUARDIAN"
 
-// Values of guardianEnv.
+// Values of guardianEnv, each followed by ":" and the first of the
+// role's own descriptors (base): below it, from 3, are the descriptors the
+// caller inherited, which reach the work in place (a `3>log` of the
+// user's, a make jobserver's pipe).
 const (
 	asGuardian = "guardian"
 	asPhase    = "phase"
 )
 
-// Descriptors the guardian is started with, after stdin, stdout, stderr
-// (the work's).
-const (
-	fdControl  = 3 // the socket to pool-run
-	fdLog      = 4 // pool-run's stderr, for the guardian's own lines
-	fdTerminal = 5 // the terminal whose modes to restore, if any
-)
+// The guardian's own descriptors, from base: the socket to pool-run,
+// pool-run's stderr (for the guardian's own lines), and the terminal whose
+// modes to restore (pool-run's stderr again when there is none). A gate
+// phase's interpreter has one: the pipe its phase comes on.
+var fdControl, fdLog, fdTerminal int
 
 func init() {
 	// pool-run starts its own executable as its guardian (and the
 	// guardian as a gate phase's interpreter): any program that links
-	// this package serves those roles, whatever its main does.
-	switch os.Getenv(guardianEnv) {
-	case asGuardian:
-		os.Exit(guardianMain())
-	case asPhase:
-		os.Exit(phaseMain())
+	// this package serves those roles, whatever its main does. A value
+	// set by hand, without the descriptor pool-run passes, is ignored.
+	role, base, ok := parseRole(os.Getenv(guardianEnv))
+	if !ok {
+		return
 	}
+	switch role {
+	case asGuardian:
+		if isFileType(base, unix.S_IFSOCK) {
+			fdControl, fdLog, fdTerminal = base, base+1, base+2
+			os.Exit(guardianMain())
+		}
+	case asPhase:
+		if isFileType(base, unix.S_IFIFO) {
+			os.Exit(phaseMain(base))
+		}
+	}
+}
+
+// parseRole reads guardianEnv's value.
+func parseRole(v string) (role string, base int, ok bool) {
+	role, n, found := strings.Cut(v, ":")
+	if !found {
+		return "", 0, false
+	}
+	base, err := strconv.Atoi(n)
+	if err != nil || base < 3 || base > 1<<20 {
+		return "", 0, false
+	}
+	return role, base, true
+}
+
+// isFileType says whether fd is open on a file of type t (S_IFSOCK, ...).
+func isFileType(fd int, t uint32) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && uint32(st.Mode)&unix.S_IFMT == t
+}
+
+// passOn lists the descriptors a child of the guardian gets: 0, 1, 2, the
+// inherited ones from 3 below base in place (closed where none was), then
+// extra.
+func passOn(base int, extra ...uintptr) []uintptr {
+	files := []uintptr{0, 1, 2}
+	for fd := 3; fd < base; fd++ {
+		if isOpen(fd) {
+			files = append(files, uintptr(fd))
+		} else {
+			files = append(files, ^uintptr(0))
+		}
+	}
+	return append(files, extra...)
+}
+
+// isOpen says whether fd is an open descriptor.
+func isOpen(fd int) bool {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil
 }
 
 // Ticks of the guardian's loop: how soon it sees that pool-run was
@@ -116,17 +170,15 @@ type guardian struct {
 
 	parentGone bool
 	done       bool
+	restored   bool
 }
 
 func guardianMain() int {
 	for _, fd := range []int{fdControl, fdLog, fdTerminal} {
 		unix.CloseOnExec(fd) // the work gets none of them
 	}
-	ctl := os.NewFile(fdControl, "pool-run control")
-	g := &guardian{c: newConn(ctl), log: os.NewFile(fdLog, "pool-run stderr"), self: os.Getpid()}
-	if g.log == nil {
-		g.log = os.Stderr
-	}
+	ctl := os.NewFile(uintptr(fdControl), "pool-run control")
+	g := &guardian{c: newConn(ctl), log: os.NewFile(uintptr(fdLog), "pool-run stderr"), self: os.Getpid()}
 	// Terminal signals are pool-run's to handle; catch them here (an
 	// ignored signal would be inherited by the work across exec).
 	quiet := make(chan os.Signal, 8)
@@ -165,7 +217,7 @@ func guardianMain() int {
 		case <-chld:
 			g.reap()
 		case <-term:
-			g.why = whyStopped
+			g.why = whyTerminated
 			g.beginStop(g.start.Grace)
 		case <-quiet:
 		case <-tick.C:
@@ -202,6 +254,9 @@ func (g *guardian) handle(m guardMsg) {
 		if g.running || m.Phase == nil {
 			return
 		}
+		if m.Until != 0 {
+			g.setUntil(m.Until) // renewed while pool-run reset the slot
+		}
 		data, _ := json.Marshal(m.Phase)
 		g.run("", nil, nil, m.Phase.Dir, data)
 	case opSignal:
@@ -232,21 +287,18 @@ func (g *guardian) handle(m guardMsg) {
 // run starts the command, or a phase's interpreter (phase is its JSON).
 func (g *guardian) run(path string, argv, env []string, dir string, phase []byte) {
 	attr := &syscall.SysProcAttr{}
-	files := []uintptr{0, 1, 2}
+	files := passOn(fdControl)
 	var pipeR, pipeW *os.File
 	if phase != nil {
 		// The interpreter and its programs have no controlling terminal:
 		// nothing of a phase can be stopped by one.
-		exe, err := os.Executable()
-		if err != nil {
-			g.failed(err)
-			return
-		}
-		path, argv, env = exe, []string{"pool-run: gate phase"}, []string{guardianEnv + "=" + asPhase}
+		var err error
 		if pipeR, pipeW, err = os.Pipe(); err != nil {
 			g.failed(err)
 			return
 		}
+		path, argv = selfExe(), []string{"pool-run: gate phase"}
+		env = []string{guardianEnv + "=" + asPhase + ":" + strconv.Itoa(len(files))}
 		files = append(files, pipeR.Fd())
 		attr.Setsid = true
 	} else {
@@ -355,7 +407,7 @@ func (g *guardian) step() {
 	}
 	if g.running && g.exited {
 		left := descendants(g.self, g.pgid)
-		if len(left) == 0 {
+		if len(left) == 0 && noChildren() {
 			g.running = false
 			_ = g.c.send(guardMsg{Op: opExited, Status: g.status, Why: g.why, Left: g.left})
 			return
@@ -384,6 +436,7 @@ func (g *guardian) parentDied() {
 		return
 	}
 	g.say("pool-run (pid %d) is gone; stopping the work", g.start.Parent)
+	g.restoreTerminal() // now, before the shell takes the terminal back
 	g.why = whyStopped
 	if g.suspended {
 		g.kill()
@@ -437,15 +490,18 @@ func (g *guardian) suspend() {
 	}
 	g.suspended = true
 	deadline := time.Now().Add(time.Second)
-	for {
-		all := true
+	// Two looks in a row that find everything stopped: a process being
+	// re-parented while one look walks the tree is in neither list it
+	// reads, but it is found by the next.
+	for calm := 0; calm < 2; {
+		calm++
 		for _, p := range descendants(g.self, g.pgid) {
 			if !p.stopped() {
-				all = false
+				calm = 0
 				signalProc(p, syscall.SIGSTOP)
 			}
 		}
-		if all || !treeComplete || time.Now().After(deadline) {
+		if !treeComplete || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -456,7 +512,13 @@ func (g *guardian) suspend() {
 // made it raw. The guardian is in the terminal's background: SIGTTOU is
 // ignored around the change, or it would stop the guardian.
 func (g *guardian) restoreTerminal() {
-	if g.start.Termios == nil {
+	if g.start.Termios == nil || g.restored {
+		return
+	}
+	g.restored = true
+	// Once the shell has the terminal back it sets its own modes (a
+	// readline in raw mode): those are not pool-run's to change.
+	if fg, err := unix.IoctlGetInt(fdTerminal, unix.TIOCGPGRP); err == nil && fg != g.start.Pgrp {
 		return
 	}
 	signal.Ignore(syscall.SIGTTOU)
@@ -474,7 +536,7 @@ func (g *guardian) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, closeStore, err := storeopen.Open(ctx, r.Store)
+	store, closeStore, err := storeopen.Open(ctx, r.Store, lease.WithOwnerPattern(r.OwnerPattern))
 	if err == nil {
 		defer func() { _ = closeStore() }()
 		_, err = store.Release(ctx, r.Kind, r.Owner, r.Token)
@@ -487,10 +549,11 @@ func (g *guardian) release() {
 }
 
 // phaseMain is a gate phase's interpreter: it reads the phase from
-// descriptor 3 and runs it with mvdan.cc/sh on the inherited streams.
-func phaseMain() int {
+// descriptor fd and runs it with mvdan.cc/sh on the inherited streams.
+func phaseMain(fd int) int {
 	var ph guardPhase
-	if err := json.NewDecoder(os.NewFile(3, "phase")).Decode(&ph); err != nil {
+	unix.CloseOnExec(fd)
+	if err := json.NewDecoder(os.NewFile(uintptr(fd), "phase")).Decode(&ph); err != nil {
 		fmt.Fprintln(os.Stderr, "pool-run: a gate phase is started by pool-run's guardian, not by hand")
 		return 2
 	}

@@ -40,8 +40,9 @@ const (
 
 // Why the work ended, in an opExited message, when it did not end by itself.
 const (
-	whyDeadline = "deadline" // no renewal came in time: the lease may lapse
-	whyStopped  = "stopped"  // pool-run asked (a loss, a signal, a timeout)
+	whyDeadline   = "deadline"   // no renewal came in time: the lease may lapse
+	whyStopped    = "stopped"    // pool-run asked (a loss, a signal, a timeout)
+	whyTerminated = "terminated" // the guardian itself got SIGTERM
 )
 
 type guardMsg struct {
@@ -69,8 +70,10 @@ type guardStart struct {
 	// pseudo-terminal: it leads a session whose controlling terminal that
 	// is. Otherwise it runs in a process group of its own.
 	Ctty int `json:"ctty"`
-	// Parent is pool-run's pid.
+	// Parent is pool-run's pid, Pgrp its process group (the terminal's
+	// foreground while pool-run has it).
 	Parent int `json:"parent"`
+	Pgrp   int `json:"pgrp"`
 	// Until is when the lease stops being safely held (bootClock ns),
 	// Margin how long before it the work is killed, Grace the SIGTERM to
 	// SIGKILL time of a stop, WatchGrace the same for a stop the guardian
@@ -90,10 +93,11 @@ type guardStart struct {
 
 // guardRelease is the lease to release when pool-run cannot.
 type guardRelease struct {
-	Store string `json:"store"`
-	Kind  string `json:"kind"`
-	Owner string `json:"owner"`
-	Token string `json:"token"`
+	Store        string `json:"store"`
+	OwnerPattern string `json:"ownerPattern,omitempty"`
+	Kind         string `json:"kind"`
+	Owner        string `json:"owner"`
+	Token        string `json:"token"`
 }
 
 // guardPhase is one gate phase: shell text for the interpreter.

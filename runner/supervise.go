@@ -16,14 +16,25 @@ import (
 
 // jobControl starts taking SIGTSTP for the session, until the returned
 // function is called. Once notified, the Go runtime drops a SIGTSTP
-// nobody listens for, so one channel serves the whole run.
+// nobody listens for, so one channel serves the whole run. A process
+// without a controlling terminal leaves SIGTSTP alone: nobody would be
+// there to continue it (the kernel itself discards a terminal stop sent
+// to an orphaned process group).
 func (s *session) jobControl() func() {
-	if !s.o.JobControl {
+	if !s.o.JobControl || !hasTerminal() {
 		return func() {}
 	}
 	s.tstp = make(chan os.Signal, 1)
 	signal.Notify(s.tstp, syscall.SIGTSTP)
 	return func() { signal.Stop(s.tstp) }
+}
+
+// stopSelf stops this process (SIGSTOP) and returns once it is
+// continued, never in the middle of a heartbeat.
+func (s *session) stopSelf() {
+	resume := s.hold.Pause()
+	defer resume()
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 }
 
 // renewals carries the Hold's confirmed deadlines to the guardian.
@@ -51,6 +62,9 @@ type guard struct {
 	gone chan struct{} // closed when the guardian has exited
 	err  error         // its Wait's error
 	work int           // the pid of the work (or phase) last started
+	// extra keeps the inherited descriptors' files reachable: a finalizer
+	// would close them in this process.
+	extra []*os.File
 }
 
 // Bounds of the guardian's own deadline: the margin before the lease's
@@ -75,10 +89,6 @@ func guardTimes(ttl, interval, killGrace time.Duration) (margin, watchGrace time
 // startGuardian starts the guardian on the work's streams and hands it
 // st. The guardian runs this same executable.
 func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("%w: finding this executable for the guardian: %v", ErrStart, err)
-	}
 	fds, err := socketpair()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
@@ -99,16 +109,24 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	}
 	ttl := s.hold.Record().TTL()
 	margin, watchGrace := guardTimes(ttl, s.hold.Interval(), s.o.KillGrace)
-	st.Parent = os.Getpid()
+	st.Parent, st.Pgrp = os.Getpid(), syscall.Getpgrp()
 	st.Until = s.renewals.until.Load()
 	st.Margin, st.WatchGrace, st.Grace = int64(margin), int64(watchGrace), int64(s.o.KillGrace)
 	st.Termios = w.saved
 	st.Release = &guardRelease{Store: s.o.Store.Where(), Kind: s.held.Kind, Owner: s.held.Owner, Token: s.held.Token}
+	if f := s.o.Store.OwnerPattern(); f != nil {
+		st.Release.OwnerPattern = f.String()
+	}
+	// The descriptors this process inherited from 3 up (a `3>log`, a
+	// jobserver's pipe) go to the guardian in place, and from it to the
+	// work; the guardian's own come after them.
+	extra := inheritedFiles()
+	base := 3 + len(extra)
 	cmd := &exec.Cmd{
-		Path: exe, Args: []string{"pool-run (guardian)"},
-		Env:   append(withoutVar(os.Environ(), guardianEnv), guardianEnv+"="+asGuardian),
+		Path: selfExe(), Args: []string{"pool-run (guardian)"},
+		Env:   append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, asGuardian, base)),
 		Stdin: w.stdin, Stdout: w.stdout, Stderr: w.stderr,
-		ExtraFiles:  []*os.File{theirs, logf, termf},
+		ExtraFiles:  append(extra, theirs, logf, termf),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		// A stream that is not a file is copied through a pipe; the
 		// copy must not outlast the work by more than this.
@@ -119,7 +137,7 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
 	}
 	w.started()
-	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
+	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{}), extra: extra}
 	g.msgs = g.c.recv()
 	go func() {
 		g.err = cmd.Wait()
@@ -215,7 +233,7 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 		// SIGSTOP, not SIGTSTP: once notified, the Go runtime keeps its
 		// handler for SIGTSTP and drops the signal; the shell sees the
 		// job stopped either way. Kill returns once pool-run is continued.
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		s.stopSelf()
 		if w != nil && w.link != nil {
 			// In the terminal's background this stops pool-run again
 			// (SIGTTOU), before the work can run, until it is in the

@@ -237,3 +237,26 @@ func (l *ptyLink) close(grace time.Duration) {
 	l.restore()
 	_ = l.ptmx.Close()
 }
+
+// hasTerminal says whether this process has a controlling terminal.
+func hasTerminal() bool {
+	f, err := os.OpenFile("/dev/tty", os.O_RDONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// filesUpTo lists fds 3..high as files where open says so, nil elsewhere.
+func filesUpTo(high int, open map[int]bool) []*os.File {
+	var out []*os.File
+	for fd := 3; fd <= high; fd++ {
+		if open[fd] {
+			out = append(out, os.NewFile(uintptr(fd), "inherited"))
+		} else {
+			out = append(out, nil)
+		}
+	}
+	return out
+}

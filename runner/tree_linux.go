@@ -181,3 +181,43 @@ func dupOnto(oldfd, newfd int) error { return unix.Dup3(oldfd, newfd, 0) }
 func socketpair() ([2]int, error) {
 	return unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 }
+
+// noChildren says whether the guardian has no child left, zombies
+// included. As the subreaper it is the parent of every orphan of the
+// work, and the kernel re-parents a process's children before that
+// process can be reaped: so "no child" is the one atomic proof that
+// nothing of the work runs, which no walk of /proc can give.
+func noChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == unix.ECHILD
+}
+
+// selfExe is the running executable, even if its file was replaced or
+// removed since it started (a `go install` during a gate).
+func selfExe() string { return "/proc/self/exe" }
+
+// inheritedFiles are the descriptors from 3 up that this process got
+// open across exec (not close-on-exec), in order, with nil for the gaps
+// below the highest, as exec.Cmd.ExtraFiles takes them.
+func inheritedFiles() []*os.File {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	high := 2
+	open := map[int]bool{}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < 3 {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			open[fd] = true
+			high = max(high, fd)
+		}
+	}
+	return filesUpTo(high, open)
+}

@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -58,4 +59,29 @@ func socketpair() ([2]int, error) {
 		unix.CloseOnExec(fds[1])
 	}
 	return fds, err
+}
+
+// noChildren: without a subreaper the work's process group is all there
+// is to ask about (descendants), so this adds nothing.
+func noChildren() bool { return true }
+
+func selfExe() string {
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return os.Args[0]
+}
+
+// inheritedFiles are the descriptors from 3 up (looked for up to 255)
+// that this process got open across exec, with nil for the gaps.
+func inheritedFiles() []*os.File {
+	high := 2
+	open := map[int]bool{}
+	for fd := 3; fd < 256; fd++ {
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			open[fd] = true
+			high = fd
+		}
+	}
+	return filesUpTo(high, open)
 }

@@ -56,6 +56,11 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 		w.finish(0)
 		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: err})
 	}
+	if w.saved != nil {
+		// The terminal is raw while the work runs: pool-run's own lines
+		// need their carriage returns.
+		s.o.Log = crlf{s.o.Log}
+	}
 	out := s.await(ctx, g, nil, w)
 	return s.finishWith(g, w, out.result(s))
 }

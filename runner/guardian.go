@@ -131,16 +131,21 @@ const (
 // nextTick is the time until the loop must look again: the next deadline
 // if it comes before the idle tick.
 func (g *guardian) nextTick() time.Duration {
+	if !g.running {
+		return guardTick
+	}
 	if g.stopping || g.exited {
 		return stoppingTick
 	}
 	d := guardTick
-	if g.running {
-		now := bootNow()
-		for _, at := range []int64{g.termAt, g.hardAt} {
-			if left := time.Duration(at - now); left < d {
-				d = max(left, 0)
-			}
+	deadlines := []int64{g.termAt, g.hardAt}
+	if g.suspended {
+		deadlines = deadlines[1:] // a stopped work gets no SIGTERM
+	}
+	now := bootNow()
+	for _, at := range deadlines {
+		if left := time.Duration(at - now); left < d {
+			d = max(left, time.Millisecond)
 		}
 	}
 	return d

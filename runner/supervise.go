@@ -34,7 +34,14 @@ func (s *session) jobControl() func() {
 func (s *session) stopSelf() {
 	resume := s.hold.Pause()
 	defer resume()
+	// kill returns before the stop has taken hold of every thread: wait
+	// for the SIGCONT that ends it, or the renewal after it would run
+	// first, and be frozen inside the store's critical section.
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-cont
 }
 
 // renewals carries the Hold's confirmed deadlines to the guardian.
@@ -70,18 +77,19 @@ type guard struct {
 // Bounds of the guardian's own deadline: the margin before the lease's
 // confirmed expiry at which it kills the work.
 const (
-	minMargin = 50 * time.Millisecond
+	minMargin = 100 * time.Millisecond
 	maxMargin = 2 * time.Second
 )
 
 // guardTimes are the margin and the watchdog's grace for a lease of ttl
-// renewed every interval: the margin (a twentieth of the TTL, within
-// bounds) leaves time for SIGKILL to land before anyone else can be
-// granted the lease; the watchdog's SIGTERM comes a grace before that, the
-// kill grace at most, and never while the heartbeats are on schedule.
+// renewed every interval: the margin (a tenth of the TTL, within bounds)
+// leaves time for SIGKILL to land before anyone else can be granted the
+// lease, on a loaded machine too; the watchdog's SIGTERM comes a grace
+// before that, the kill grace at most, and never while the heartbeats
+// are on schedule.
 func guardTimes(ttl, interval, killGrace time.Duration) (margin, watchGrace time.Duration) {
 	slack := max(ttl-interval, 0)
-	margin = min(max(ttl/20, minMargin), maxMargin, slack/4)
+	margin = min(max(ttl/10, minMargin), maxMargin, slack/4)
 	watchGrace = min(killGrace, slack/2)
 	return margin, watchGrace
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/signal"
@@ -259,4 +260,15 @@ func filesUpTo(high int, open map[int]bool) []*os.File {
 		}
 	}
 	return out
+}
+
+// crlf writes lines to a terminal in raw mode, where a newline alone no
+// longer returns the carriage.
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

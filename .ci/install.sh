@@ -2,7 +2,8 @@
 # install.sh: install what the hook tests (internal/hooktest) need, when it
 # is missing: git, PostgreSQL, Redis and pre-commit from the distribution's
 # packages (Debian), and lefthook, pinned, from npm into .ci/tools; and
-# tmux, the real terminal of pool top's tests (internal/pooltop).
+# tmux, bash and python3 for the terminal tests (internal/pooltop,
+# internal/poolruncli).
 #
 #   .ci/install.sh            install what is missing
 #   .ci/install.sh lefthook   print the path of the pinned lefthook binary
@@ -43,8 +44,12 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v pre-commit >/dev/null 2>&1 || missing+=(pre-commit)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-# A real terminal for the tests of `pool top` (internal/pooltop).
+# A real terminal for the tests of `pool top` (internal/pooltop) and of
+# pool-run's supervision (internal/poolruncli), which also use bash as the
+# interactive shell and python3 as a detached server holding a port.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v bash >/dev/null 2>&1 || missing+=(bash)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # The distribution's etcd, to prove the client works with it (etcdstore's
 # tests run against it with ETCDTEST_BINARY; go test itself embeds etcd).
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)

@@ -227,7 +227,7 @@ func workEnv(base []string, grant, extra map[string]string) []string {
 // A release that fails otherwise is a warning: the TTL frees it later. A
 // signal that arrives meanwhile cuts the release short (a store that does
 // not answer must not make pool-run deaf to Ctrl-C) and is returned.
-func (s *session) release() (lost error, sig os.Signal) {
+func (s *session) release() (sig os.Signal, lost error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop, watched := make(chan struct{}), make(chan struct{})
@@ -244,12 +244,12 @@ func (s *session) release() (lost error, sig os.Signal) {
 	<-watched
 	switch {
 	case err == nil, errors.Is(err, lease.ErrLost):
-		return nil, sig // a loss the hold saw is already in the result
+		return sig, nil // a loss the hold saw is already in the result
 	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
-		return fmt.Errorf("%w: found at release: %w", lease.ErrLost, err), sig
+		return sig, fmt.Errorf("%w: found at release: %w", lease.ErrLost, err)
 	}
 	fmt.Fprintf(s.o.Log, "pool-run: warning: the release of %s was not confirmed (%v); it frees itself after the TTL\n", s.held, err)
-	return nil, sig
+	return sig, nil
 }
 
 // finish releases and turns a loss found at release into the result: a
@@ -257,7 +257,7 @@ func (s *session) release() (lost error, sig os.Signal) {
 // signal during the release makes a run that would have ended with the
 // work's own status an interrupted one.
 func (s *session) finish(r *Result) *Result {
-	lost, sig := s.release()
+	sig, lost := s.release()
 	switch {
 	case lost != nil && (r.Code == "ok" || r.Code == "failed"):
 		fmt.Fprintf(s.o.Log, "pool-run: %s was lost while the work ran: %v\n", s.held, lost)

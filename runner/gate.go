@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
@@ -281,5 +283,10 @@ func endedBy(cause error) *ending {
 // interruption is a run ended by a signal; it matches ErrInterrupted.
 type interruption struct{ sig os.Signal }
 
-func (e *interruption) Error() string        { return fmt.Sprintf("%v by %v", ErrInterrupted, e.sig) }
+func (e *interruption) Error() string {
+	if n, ok := e.sig.(syscall.Signal); ok && unix.SignalName(n) != "" {
+		return fmt.Sprintf("%v by %s", ErrInterrupted, unix.SignalName(n))
+	}
+	return fmt.Sprintf("%v by %v", ErrInterrupted, e.sig)
+}
 func (e *interruption) Is(target error) bool { return target == ErrInterrupted }

@@ -276,3 +276,39 @@ func TestSignalDuringReleaseIsHonoured(t *testing.T) {
 		t.Fatal("a SIGINT during a hanging release did not end the run")
 	}
 }
+
+// TestWalkingChainIsEnded: a work that leaves a chain of processes, each
+// starting the next and exiting at once, so that one of them is always
+// being re-parented to the guardian. A walk of /proc can miss such a
+// process; nothing of the chain may tick after Command returns.
+func TestWalkingChainIsEnded(t *testing.T) {
+	s := testStore(t)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	o.KillGrace = 200 * time.Millisecond
+	walk := filepath.Join(o.Dir, "walk.sh")
+	ticks := filepath.Join(o.Dir, "ticks")
+	script := "trap '' TERM HUP\n[ -e " + o.Dir + "/halt ] && exit 0\necho x >> " + ticks + "\nsh " + walk + " &\nexit 0\n"
+	if err := os.WriteFile(walk, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(o.Dir, "halt"), nil, 0o644) })
+	r := Command(context.Background(), o, []string{"sh", "-c", "sh " + walk + " & sleep 0.3"})
+	if r.Exit != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	n := lines(t, ticks)
+	time.Sleep(300 * time.Millisecond)
+	if m := lines(t, ticks); m != n {
+		t.Errorf("the chain ticked %d more times after the run ended (and the lease was released)", m-n)
+	}
+}
+
+func lines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}

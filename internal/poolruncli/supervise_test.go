@@ -614,6 +614,23 @@ func (s *sup) checkNextPhase() {
 	}
 }
 
+// endedClean checks a run that ended by itself: exit 0; in a gate, nothing
+// of the first phase in the next; nothing left, the lease free and the
+// terminal's modes as they were.
+func (s *sup) endedClean(p *proc, mode string, code int) {
+	s.t.Helper()
+	if code != 0 {
+		s.t.Errorf("exit %d, want 0; stderr:\n%s", code, p.closingLog())
+	}
+	if mode == "gate" {
+		s.checkNextPhase()
+	}
+	s.gone(p.end, "after pool-run exited")
+	s.leaseFree()
+	p.sttyUnchanged()
+	s.noStrays()
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -811,18 +828,11 @@ until [ -e stop ]; do sleep 0.05; done`, nextPhase}
 			s.waitReady(want)
 			p.sttyRaw()
 			s.touch("stop")
-			if code := p.wait(10*time.Second, "the work ended"); code != 0 {
-				t.Errorf("exit %d, want 0; stderr:\n%s", code, p.closingLog())
-			}
-			if mode == "gate" {
-				s.checkNextPhase()
-			} else if log := p.closingLog(); !strings.Contains(log, "the work left") {
+			code := p.wait(10*time.Second, "the work ended")
+			if log := p.closingLog(); mode != "gate" && !strings.Contains(log, "the work left") {
 				t.Errorf("pool-run did not say the work left processes behind:\n%s", log)
 			}
-			s.gone(p.end, "after pool-run exited")
-			s.leaseFree()
-			p.sttyUnchanged()
-			s.noStrays()
+			s.endedClean(p, mode, code)
 		})
 	}
 }
@@ -838,16 +848,7 @@ func TestSuperviseSetsidGrandchild(t *testing.T) {
 			p := s.launch(mode, supFlags(), []string{"run", "setsid"}, []string{"sh work.sh run setsid", nextPhase})
 			s.waitReady(2)
 			s.touch("stop")
-			if code := p.wait(10*time.Second, "the work ended"); code != 0 {
-				t.Errorf("exit %d, want 0; stderr:\n%s", code, p.closingLog())
-			}
-			if mode == "gate" {
-				s.checkNextPhase()
-			}
-			s.gone(p.end, "after pool-run exited")
-			s.leaseFree()
-			p.sttyUnchanged()
-			s.noStrays()
+			s.endedClean(p, mode, p.wait(10*time.Second, "the work ended"))
 		})
 	}
 }
@@ -873,16 +874,7 @@ func TestSuperviseDetachedPort(t *testing.T) {
 			if err := bindable(port); err != nil {
 				t.Errorf("port %d is not bindable after pool-run exited: %v", port, err)
 			}
-			if code != 0 {
-				t.Errorf("exit %d, want 0; stderr:\n%s", code, p.closingLog())
-			}
-			if mode == "gate" {
-				s.checkNextPhase()
-			}
-			s.gone(p.end, "after pool-run exited")
-			s.leaseFree()
-			p.sttyUnchanged()
-			s.noStrays()
+			s.endedClean(p, mode, code)
 		})
 	}
 }

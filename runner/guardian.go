@@ -458,7 +458,10 @@ func (g *guardian) beginStop(grace int64) {
 		return
 	}
 	now := bootNow()
-	at := min(now+max(grace, 0), g.hardAt)
+	at := g.hardAt
+	if grace = max(grace, 0); grace < at-now {
+		at = now + grace // no overflow: a grace of centuries is the deadline
+	}
 	if g.stopping {
 		g.killAt = min(g.killAt, at)
 		return

@@ -312,3 +312,22 @@ func lines(t *testing.T, path string) int {
 	}
 	return bytes.Count(b, []byte("\n"))
 }
+
+// TestHugeKillGraceIsAGrace: a kill grace of centuries (the largest a
+// flag takes) still lets a leftover that handles SIGTERM clean up, rather
+// than overflowing into an instant SIGKILL.
+func TestHugeKillGraceIsAGrace(t *testing.T) {
+	s := testStore(t)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	o.KillGrace = 2562047 * time.Hour
+	cleaned := filepath.Join(o.Dir, "cleaned")
+	leftover := `trap "sleep 0.2; echo yes > ` + cleaned + `; exit 0" TERM; sleep 30 & wait`
+	r := Command(context.Background(), o, []string{"sh", "-c", "sh -c '" + leftover + "' & sleep 0.2"})
+	if r.Exit != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	if _, err := os.Stat(cleaned); err != nil {
+		t.Errorf("the leftover got no time to handle SIGTERM: %v", err)
+	}
+}

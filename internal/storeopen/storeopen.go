@@ -1,10 +1,12 @@
 // Package storeopen opens the store a CLI was given: a directory, or a
 // store URL served by a backend registered in this executable. The
 // directory-store executables (lease, pool, pool-run) register none, so
-// they never link a network client and start fast; given a URL they hand
-// the whole command line to the executable that serves its scheme
-// (durable-lease-<scheme>, found beside the running executable or on
-// PATH), as git hands an https:// remote to git-remote-https.
+// they never link a network client and start fast; given a URL of a
+// scheme the project serves ([Schemes]) they hand the whole command line
+// to the executable that serves it (durable-lease-<scheme>, installed
+// beside the running executable; never one found on PATH), as git hands an
+// https:// remote to git-remote-https. A URL of any other scheme is a
+// usage error, and no error shows a URL's secrets ([Redact]).
 package storeopen
 
 import (
@@ -12,8 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
+		"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,26 @@ func Register(scheme string, o Opener) {
 // serve and for which no helper executable was found.
 var ErrNotServed = errors.New("store URL scheme not served")
 
+// ErrUnknownScheme reports a store URL of a scheme the project has no
+// store for.
+var ErrUnknownScheme = errors.New("unknown store URL scheme")
+
+// Schemes are the URL schemes the project serves, each by the helper
+// executable [HelperName] names. Only these are ever handed off: any
+// other scheme is refused before anything is run, so a stray
+// durable-lease-<word> on a system can never be made to run.
+var Schemes = []string{"etcd"}
+
+// known reports whether scheme is one of [Schemes].
+func known(scheme string) bool {
+	for _, s := range Schemes {
+		if s == scheme {
+			return true
+		}
+	}
+	return false
+}
+
 // HelperName is the executable that serves scheme's URLs.
 func HelperName(scheme string) string { return "durable-lease-" + scheme }
 
@@ -66,8 +87,10 @@ func Open(ctx context.Context, where string, opts ...lease.Option) (*lease.Store
 	o := openers[scheme]
 	mu.Unlock()
 	if o == nil {
-		return nil, nil, fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable or on PATH",
-			lease.ErrInvalid, redact(where), scheme, HelperName(scheme))
+		if !known(scheme) {
+			return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, unknownScheme(where, scheme))
+		}
+		return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, notServed(where, scheme))
 	}
 	return o(ctx, where, opts...)
 }
@@ -86,16 +109,62 @@ func Served(where string) bool {
 // HandOff replaces this process with the helper executable that serves
 // where's scheme, running "<helper> <cli> <args...>" with the same
 // environment, descriptors and process id, so signals, exit status and
-// terminal behave as if the helper had been run directly. It returns only
-// on failure: ErrNotServed when there is no helper, or the exec error.
+// terminal behave as if the helper had been run directly. Only a scheme
+// of [Schemes] is handed off, and only to the helper installed beside this
+// executable. It returns only on failure: ErrUnknownScheme for another
+// scheme, ErrNotServed when there is no helper (or the helper is this very
+// executable, which would hand the line back to itself forever), or the
+// exec error.
 func HandOff(where, cli string, args []string) error {
 	scheme := Scheme(where)
-	path := FindHelper(HelperName(scheme))
-	if path == "" {
-		return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable or on PATH",
-			ErrNotServed, redact(where), scheme, HelperName(scheme))
+	if !known(scheme) {
+		return unknownScheme(where, scheme)
+	}
+	path := FindBeside(HelperName(scheme))
+	if path == "" || isSelf(path) {
+		return notServed(where, scheme)
 	}
 	return Exec(path, cli, args)
+}
+
+func unknownScheme(where, scheme string) error {
+	return fmt.Errorf("%w: store %q: there is no %s:// store (a store is a directory, or %s)",
+		ErrUnknownScheme, Redact(where), scheme, schemeList())
+}
+
+func notServed(where, scheme string) error {
+	return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable (install it with the others: go install ./cmd/...)",
+		ErrNotServed, Redact(where), scheme, HelperName(scheme))
+}
+
+func schemeList() string {
+	var b strings.Builder
+	for i, s := range Schemes {
+		if i > 0 {
+			b.WriteString(" or ")
+		}
+		b.WriteString(s + "://…")
+	}
+	return b.String()
+}
+
+// isSelf reports whether path is the running executable.
+func isSelf(path string) bool {
+	a, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		exe, eerr := os.Executable()
+		if eerr != nil {
+			return false
+		}
+		if b, err = os.Stat(exe); err != nil {
+			return false
+		}
+	}
+	return os.SameFile(a, b)
 }
 
 // Exec replaces this process with the helper executable at path, running
@@ -129,37 +198,48 @@ func FindBeside(name string) string {
 	return ""
 }
 
-// FindHelper returns the path of the helper executable name, looking
-// beside the running executable first (an install puts them together),
-// then on PATH; "" when there is none.
-func FindHelper(name string) string {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
+// Redact returns a store URL fit to show: a password in the user
+// information, every query value and the fragment are replaced by "…"
+// (a token in ?token=, a password in ?pw=), the rest kept, so that an
+// error still says which store it is about. A directory is returned as it
+// is.
+func Redact(where string) string {
+	scheme, rest, ok := strings.Cut(where, "://")
+	if !ok || !lease.IsStoreURL(where) {
+		return where
+	}
+	rest, frag, hasFrag := strings.Cut(rest, "#")
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	authority, path, hasPath := strings.Cut(rest, "/")
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		user, _, hasPw := strings.Cut(authority[:at], ":")
+		if hasPw {
+			user += ":…"
+		}
+		authority = user + "@" + authority[at+1:]
+	}
+	var b strings.Builder
+	b.WriteString(scheme + "://" + authority)
+	if hasPath {
+		b.WriteString("/" + path)
+	}
+	if hasQuery {
+		b.WriteByte('?')
+		for i, kv := range strings.Split(query, "&") {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			k, _, hasV := strings.Cut(kv, "=")
+			b.WriteString(k)
+			if hasV {
+				b.WriteString("=…")
+			}
 		}
 	}
-	if p, err := exec.LookPath(name); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			return abs
-		}
+	if hasFrag && frag != "" {
+		b.WriteString("#…")
 	}
-	return ""
-}
-
-// redact drops anything between "://" and an "@" (credentials someone put
-// in a URL).
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if slash := strings.Index(rest, "/"); slash < 0 || at < slash {
-			rest = "…@" + rest[at+1:]
-		}
-	}
-	return scheme + "://" + rest
+	return b.String()
 }
 
 // OpenOrHandOff opens where if this executable serves it, and otherwise
@@ -169,7 +249,7 @@ func redact(url string) string {
 func OpenOrHandOff(ctx context.Context, where, cli string, args []string, opts ...lease.Option) (*lease.Store, func() error, error) {
 	if !Served(where) {
 		if err := HandOff(where, cli, args); err != nil {
-			if errors.Is(err, ErrNotServed) {
+			if errors.Is(err, ErrNotServed) || errors.Is(err, ErrUnknownScheme) {
 				return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, err)
 			}
 			return nil, nil, err

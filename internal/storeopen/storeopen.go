@@ -14,7 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-		"path/filepath"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"

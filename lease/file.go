@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
@@ -25,13 +26,71 @@ type fileBackend struct {
 	dir   string
 	clock Clock
 	guard guardConfig
+	// mode is the storefile.Perm of what the store creates, with
+	// modeJudged set once the directory has been judged safe
+	// (checkStoreDir) or made by this process.
+	mode atomic.Uint32
 }
+
+const modeJudged = 1 << 31
 
 // newFileBackend does not create dir: reads of a missing store see no
 // leases, and the first mutation creates it, so a refused or read-only
-// command leaves nothing on disk.
-func newFileBackend(dir string, clock Clock, g guardConfig) *fileBackend {
-	return &fileBackend{dir: dir, clock: clock, guard: g}
+// command leaves nothing on disk. A directory already there must pass
+// checkStoreDir.
+func newFileBackend(dir string, clock Clock, g guardConfig) (*fileBackend, error) {
+	b := &fileBackend{dir: dir, clock: clock, guard: g}
+	perm, exists, err := checkStoreDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	b.setMode(perm, exists)
+	return b, nil
+}
+
+func (b *fileBackend) setMode(perm storefile.Perm, judged bool) {
+	m := uint32(perm)
+	if judged {
+		m |= modeJudged
+	}
+	b.mode.Store(m)
+}
+
+// perm is the permission set of what the store creates.
+func (b *fileBackend) perm() storefile.Perm {
+	return storefile.Perm(b.mode.Load() &^ modeJudged)
+}
+
+// ensureDir makes sure the store directory exists and has been judged
+// safe, creating it (0700) if it is missing; it returns the store's
+// permission set.
+func (b *fileBackend) ensureDir() (storefile.Perm, error) {
+	m := b.mode.Load()
+	if m&modeJudged != 0 {
+		if _, err := os.Lstat(b.dir); err == nil {
+			return storefile.Perm(m &^ modeJudged), nil
+		}
+	}
+	perm, err := makeStoreDir(b.dir)
+	if err != nil {
+		return perm, fmt.Errorf("lease: store %s: %w", b.dir, err)
+	}
+	b.setMode(perm, true)
+	return perm, nil
+}
+
+// judgeAppeared judges a store directory that appeared after Open found
+// none (made by another process), once.
+func (b *fileBackend) judgeAppeared() error {
+	if b.mode.Load()&modeJudged != 0 {
+		return nil
+	}
+	perm, exists, err := checkStoreDir(b.dir)
+	if err != nil {
+		return err
+	}
+	b.setMode(perm, exists)
+	return nil
 }
 
 func (b *fileBackend) recordPath(kind string) string {
@@ -101,7 +160,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
 	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+randomHex(8))
-	werr := storefile.WriteNew(tmp, data)
+	werr := storefile.WriteNew(tmp, data, b.perm())
 	if werr == nil {
 		werr = renameFile(tmp, b.recordPath(kind))
 	}
@@ -144,8 +203,8 @@ func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) 
 		if ferr != nil || ch.Op == OpNone {
 			return nil, ferr
 		}
-		if err := os.MkdirAll(b.dir, 0o777); err != nil {
-			return nil, fmt.Errorf("lease: store %s: %w", b.dir, err)
+		if _, err := b.ensureDir(); err != nil {
+			return nil, err
 		}
 		g, err = b.enterGuard(ctx, kind)
 	}
@@ -226,7 +285,7 @@ func (b *fileBackend) Journal(_ context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("lease: journal: %w", err)
 	}
-	if err := storefile.Append(filepath.Join(b.dir, JournalName), append(line, '\n')); err != nil {
+	if err := storefile.Append(filepath.Join(b.dir, JournalName), append(line, '\n'), b.perm()); err != nil {
 		return fmt.Errorf("lease: journal: %w", err)
 	}
 	return nil

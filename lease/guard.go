@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // guardConfig bounds how long a caller waits to enter a kind's critical
@@ -63,11 +65,11 @@ type heldGuard struct {
 // mkdirGuard is the mkdir form of entry: the directory first, then the
 // holder file, locked before its content is written, so whoever reads a
 // holder that says "lock" finds the lock already held.
-func mkdirGuard(path string, holder []byte) (*holderLock, error) {
-	if err := os.Mkdir(path, 0o777); err != nil {
+func mkdirGuard(path string, holder []byte, perm storefile.Perm) (*holderLock, error) {
+	if err := storefile.Mkdir(path, perm); err != nil {
 		return nil, err
 	}
-	lock, err := createLockedFile(filepath.Join(path, holderFile), holder)
+	lock, err := createLockedFile(filepath.Join(path, holderFile), holder, perm)
 	if err != nil {
 		_ = os.RemoveAll(path)
 		return nil, err
@@ -91,7 +93,7 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
 	for {
-		lock, err := createGuard(path, body)
+		lock, err := createGuard(path, body, b.perm())
 		if err == nil {
 			return &heldGuard{kind: kind, path: path, id: me.ID, lock: lock}, nil
 		}
@@ -100,7 +102,11 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 				return nil, errNoStore
 			}
 			// The store directory appeared between our try and the
-			// check (another process's first mutation): try again.
+			// check (another process's first mutation): judged like
+			// one found by Open, then tried again.
+			if jerr := b.judgeAppeared(); jerr != nil {
+				return nil, jerr
+			}
 			continue
 		}
 		if !errors.Is(err, fs.ErrExist) {

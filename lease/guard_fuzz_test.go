@@ -112,7 +112,7 @@ func FuzzGuardHolder(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		b := newFileBackend(dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
+		b := testFileBackend(t, dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
 
 		v := b.judgeGuard(guard)
 		if d := v.describe(); !describePattern.MatchString(d) {

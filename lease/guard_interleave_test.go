@@ -37,7 +37,7 @@ func interleaveBackend(t *testing.T) (*fileBackend, string) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	return newFileBackend(dir, realClock{}, guardConfig{wait: 2 * time.Second, stale: DefaultGuardStale}), filepath.Join(dir, ".guard-k")
+	return testFileBackend(t, dir, realClock{}, guardConfig{wait: 2 * time.Second, stale: DefaultGuardStale}), filepath.Join(dir, ".guard-k")
 }
 
 func mustEnter(t *testing.T, b *fileBackend) *heldGuard {

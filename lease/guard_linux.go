@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // noReplaceUnsupported records that this filesystem refused renameat2's
@@ -28,16 +30,16 @@ var noReplaceUnsupported atomic.Bool
 // including another implementation's empty mkdir guard. Where the
 // filesystem lacks RENAME_NOREPLACE it uses mkdir, which is equally
 // exclusive.
-func createGuard(path string, holder []byte) (*holderLock, error) {
+func createGuard(path string, holder []byte, perm storefile.Perm) (*holderLock, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fs.ErrExist
 	}
 	if !noReplaceUnsupported.Load() {
 		tmp := path + ".new-" + randomHex(8)
-		if err := os.Mkdir(tmp, 0o777); err != nil {
+		if err := storefile.Mkdir(tmp, perm); err != nil {
 			return nil, err
 		}
-		lock, err := createLockedFile(filepath.Join(tmp, holderFile), holder)
+		lock, err := createLockedFile(filepath.Join(tmp, holderFile), holder, perm)
 		if err != nil {
 			_ = os.RemoveAll(tmp)
 			return nil, err
@@ -57,7 +59,7 @@ func createGuard(path string, holder []byte) (*holderLock, error) {
 		}
 		noReplaceUnsupported.Store(true)
 	}
-	return mkdirGuard(path, holder)
+	return mkdirGuard(path, holder, perm)
 }
 
 // renameNoReplace moves from to to unless something is already at to.

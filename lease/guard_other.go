@@ -6,11 +6,15 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // createGuard makes the guard directory with mkdir, then records its
 // holder and locks it (see [mkdirGuard]).
-func createGuard(path string, holder []byte) (*holderLock, error) { return mkdirGuard(path, holder) }
+func createGuard(path string, holder []byte, perm storefile.Perm) (*holderLock, error) {
+	return mkdirGuard(path, holder, perm)
+}
 
 func renameNoReplace(from, to string) error {
 	if _, err := os.Lstat(to); err == nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // deadPID starts a short-lived child process, waits for it and returns its
@@ -282,7 +284,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			body, age := tt.dead(t)
 			path := plantGuard(t, dir, "slot-1", body, age)
-			b := newFileBackend(dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
+			b := testFileBackend(t, dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
 
 			if v1, v2 := b.judgeGuard(path), b.judgeGuard(path); !v1.stale || !v2.stale {
 				t.Fatalf("both reapers should judge the guard abandoned: %+v %+v", v1, v2)
@@ -294,7 +296,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 				t.Fatal("reaper 1 did not recover the guard")
 			}
 			freshBody, _ := json.Marshal(tt.fresh)
-			lock, err := createGuard(path, freshBody) // a new holder enters
+			lock, err := createGuard(path, freshBody, storefile.Private) // a new holder enters
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +317,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 
 func TestEnterLeaveGuard(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -342,7 +344,7 @@ func TestEnterLeaveGuard(t *testing.T) {
 
 func TestLeaveGuardReplaced(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -375,7 +377,7 @@ func TestLeaveGuardReplaced(t *testing.T) {
 
 func TestLeaveGuardGone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := newFileBackend(dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}

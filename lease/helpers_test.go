@@ -139,3 +139,13 @@ func recordJSON(kind, owner, token string, hb time.Time, ttl float64) string {
 	b, _ := json.Marshal(m)
 	return string(b)
 }
+
+// testFileBackend is newFileBackend for a test, which fails on an error.
+func testFileBackend(t testing.TB, dir string, clock Clock, g guardConfig) *fileBackend {
+	t.Helper()
+	b, err := newFileBackend(dir, clock, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -30,7 +30,7 @@ func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record)
 // realStore is a store on the real clock: a Hold's timers run on real time.
 func realStore(t *testing.T) (*Store, *flakyBackend) {
 	t.Helper()
-	fb := &flakyBackend{Backend: newFileBackend(filepath.Join(t.TempDir(), "store"), realClock{}, guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale})}
+	fb := &flakyBackend{Backend: testFileBackend(t, filepath.Join(t.TempDir(), "store"), realClock{}, guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale})}
 	s, err := New(fb)
 	if err != nil {
 		t.Fatal(err)

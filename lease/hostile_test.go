@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // TestHostileRecordFiles plants what another local user (or a broken tool)
@@ -148,7 +150,7 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 		h := self()
 		h.ID, h.Lock = "x", true
 		body, _ := json.Marshal(h)
-		f, err := createLockedFile(filepath.Join(p, holderFile), body)
+		f, err := createLockedFile(filepath.Join(p, holderFile), body, storefile.Private)
 		must(err)
 		if locked {
 			t.Cleanup(func() { f.Close() })

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // Store is a set of leases with their semantics: expiry, fencing tokens,
@@ -36,7 +38,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: store %s: %w", dir, err)
 	}
-	return &Store{b: newFileBackend(abs, o.clock, o.guard), dir: abs, opts: o}, nil
+	b, err := newFileBackend(abs, o.clock, o.guard)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{b: b, dir: abs, opts: o}, nil
 }
 
 // New returns a Store over any backend.
@@ -60,6 +66,21 @@ func applyOptions(opts []Option) (options, error) {
 
 // Dir is the store's directory ("" for a backend that is not a directory).
 func (s *Store) Dir() string { return s.dir }
+
+// EnsureDir makes sure a directory store's directory exists, creating it
+// (mode 0700, whatever the umask) if it is missing, and that it was judged
+// safe to use (see [ErrUnsafeStore]), for layers above the store that
+// keep files of their own under it (a pool's queue). group reports a
+// group store, whose files are 0660 and directories 2770; otherwise they
+// are 0600 and 0700. A store that is not a directory has nothing to make.
+func (s *Store) EnsureDir() (group bool, err error) {
+	fb, ok := s.b.(*fileBackend)
+	if !ok {
+		return false, nil
+	}
+	perm, err := fb.ensureDir()
+	return perm == storefile.Group, err
+}
 
 // Where names the store for people: its directory, or what the backend
 // calls itself (a store URL).

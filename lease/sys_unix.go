@@ -80,8 +80,8 @@ func (l *holderLock) isAt(path string) bool { return storefile.SameFd(l.fd, path
 
 // createLockedFile creates a holder file with data, locked before data is
 // written.
-func createLockedFile(path string, data []byte) (*holderLock, error) {
-	fd, err := storefile.CreateLockedFd(path, data)
+func createLockedFile(path string, data []byte, perm storefile.Perm) (*holderLock, error) {
+	fd, err := storefile.CreateLockedFd(path, data, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 // regular file only, never blocking on open); anything else there makes the
 // line unusable and the caller waits without it.
 func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
-	f, err := storefile.OpenLock(filepath.Join(b.dir, waitFileName(kind)))
+	f, err := storefile.OpenLock(filepath.Join(b.dir, waitFileName(kind)), b.perm())
 	if err != nil {
 		return nil, nil, err
 	}

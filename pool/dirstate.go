@@ -93,10 +93,11 @@ func (d *dirState) AddHold(ctx context.Context, owner string, ms float64, keep i
 }
 
 func (d *dirState) PutGrant(_ context.Context, id string, doc []byte) error {
-	if err := d.ensureDir(filepath.Join(d.dir, GrantsDir)); err != nil {
+	perm, err := d.ensureDir(filepath.Join(d.dir, GrantsDir))
+	if err != nil {
 		return err
 	}
-	return storefile.Replace(d.grantPath(id), ".tmp-"+newID(), doc)
+	return storefile.Replace(d.grantPath(id), ".tmp-"+newID(), doc, perm)
 }
 
 func (d *dirState) Grant(_ context.Context, id string) ([]byte, error) {
@@ -204,30 +205,43 @@ func (d *dirState) writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ensureDir(filepath.Dir(path)); err != nil {
+	perm, err := d.ensureDir(filepath.Dir(path))
+	if err != nil {
 		return err
 	}
-	return storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'))
+	return storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'), perm)
 }
 
 // ensureDir makes sure dir, the pool's directory or one under it, is a
-// real directory, so nothing written there lands outside the store.
-func (d *dirState) ensureDir(dir string) error {
+// real directory, so nothing written there lands outside the store; the
+// store's directory is made first if missing, and judged safe
+// ([lease.Store.EnsureDir]). It returns the store's permission set, for
+// what is then written there.
+func (d *dirState) ensureDir(dir string) (storefile.Perm, error) {
+	group, err := d.p.Store().EnsureDir()
+	if err != nil {
+		return storefile.Private, err
+	}
+	perm := storefile.Private
+	if group {
+		perm = storefile.Group
+	}
 	if dir != d.dir {
-		if err := storefile.Dir(d.dir); err != nil {
-			return err
+		if err := storefile.Dir(d.dir, perm); err != nil {
+			return perm, err
 		}
 	}
-	return storefile.Dir(dir)
+	return perm, storefile.Dir(dir, perm)
 }
 
 // appendLine appends one line with a single write to a file of the pool's
 // directory.
 func (d *dirState) appendLine(path string, line []byte) error {
-	if err := d.ensureDir(filepath.Dir(path)); err != nil {
+	perm, err := d.ensureDir(filepath.Dir(path))
+	if err != nil {
 		return err
 	}
-	return storefile.Append(path, append(line[:len(line):len(line)], '\n'))
+	return storefile.Append(path, append(line[:len(line):len(line)], '\n'), perm)
 }
 
 // queueLockTTLMinutes is the TTL of the queue lock lease. A hold lasts

@@ -22,7 +22,7 @@ import (
 // them for tens of seconds; waiters blocked in flock(2) queue in the
 // kernel instead.
 func (d *dirState) lockLocal(ctx context.Context) (unlock func(), err error) {
-	if err := d.ensureDir(d.dir); err != nil {
+	if _, err := d.ensureDir(d.dir); err != nil {
 		return nil, err
 	}
 	f, err := openDir(d.dir)

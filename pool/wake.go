@@ -34,7 +34,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 	}
 	// Both directories must exist to be watched; creating them is harmless
 	// (every waiter writes there right after).
-	_ = d.ensureDir(d.dir)
+	_, _ = d.ensureDir(d.dir)
 	for _, dir := range []string{d.p.store.Dir(), d.dir} {
 		if err := w.Add(dir); err != nil {
 			w.Close()

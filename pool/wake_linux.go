@@ -42,7 +42,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 	}
 	// The pool directory must exist to be watched; creating it is harmless
 	// (every waiter writes there right after).
-	_ = d.ensureDir(d.dir)
+	_, _ = d.ensureDir(d.dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return wk, func() {}

@@ -69,7 +69,10 @@ func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
 		if !strings.HasPrefix(msg, "lease: ") {
 			msg = "lease: " + msg
 		}
-		fmt.Fprintf(stderr, "%s\nRun 'lease --help' for usage.\n", msg)
+		if out.Code == "usage" {
+			msg += "\nRun 'lease --help' for usage."
+		}
+		fmt.Fprintln(stderr, msg)
 	}
 	return exit
 }

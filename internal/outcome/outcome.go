@@ -97,6 +97,8 @@ func AppendMarshaler(dst []byte, m json.Marshaler, isNil bool) (out []byte, ok b
 // exit status is decided.
 func Classify(err error) (code string, exit int) {
 	switch {
+	case errors.Is(err, lease.ErrUnsafeStore):
+		return "unsafe_store", ExitUsage
 	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
 		return "usage", ExitUsage
 	case errors.Is(err, lease.ErrTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -1,7 +1,9 @@
 // Package storefile opens the files of a lease store so that the store
 // cannot be turned against its users: no symlink is followed at the last
 // component, nothing but a regular file is read or written (a FIFO cannot
-// block, a device cannot be read forever), and reads are bounded.
+// block, a device cannot be read forever), reads are bounded, and what it
+// creates gets exactly the store's permissions ([Perm]), whatever the
+// umask.
 package storefile
 
 import (
@@ -22,16 +24,46 @@ var (
 	ErrTooLarge = errors.New("file too large")
 )
 
+// Perm is the permission set of what a store creates: [Private] unless
+// the store is a deliberate group store ([Group]). Files get exactly
+// these bits, directories the same with search permission (and, for a
+// group store, the set-group-ID bit, so that the group is inherited all
+// the way down), whatever the process's umask.
+type Perm uint32
+
+const (
+	// Private is for a store of one user: files 0600, directories 0700.
+	Private Perm = 0o600
+	// Group is for a group store (a directory of mode 2770): files 0660,
+	// directories 2770, all of the directory's group.
+	Group Perm = 0o660
+)
+
+// File is the mode of a file the store creates.
+func (p Perm) File() uint32 { return uint32(p) & 0o666 }
+
+// Dir is the mode of a directory the store creates.
+func (p Perm) Dir() uint32 {
+	d := p.File() | p.File()&0o444>>2
+	if d&0o070 != 0 {
+		d |= unix.S_ISGID
+	}
+	return d
+}
+
 // openFlags never follow a final symlink and never block on a FIFO.
 const openFlags = unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 
-func open(path string, flags int, perm uint32) (int, error) {
+func open(path string, flags int, perm Perm) (int, error) {
 	return openWith(path, flags|openFlags, perm)
 }
 
-func openWith(path string, flags int, perm uint32) (int, error) {
+// openWith opens path; with O_CREAT, a file this process owns gets
+// exactly perm's file mode (the umask narrows what open(2) creates; a
+// file another member of a group store made is left as it is).
+func openWith(path string, flags int, perm Perm) (int, error) {
 	for {
-		fd, err := unix.Open(path, flags, perm)
+		fd, err := unix.Open(path, flags, perm.File())
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -45,6 +77,7 @@ func openWith(path string, flags int, perm uint32) (int, error) {
 		if flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
 			// Created by this very call (O_EXCL fails on anything at
 			// path, a symlink included): a new regular file.
+			_ = unix.Fchmod(fd, perm.File())
 			return fd, nil
 		}
 		var st unix.Stat_t
@@ -55,6 +88,11 @@ func openWith(path string, flags int, perm uint32) (int, error) {
 		if uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(uint32(st.Mode)))}
+		}
+		if flags&unix.O_CREAT != 0 && uint32(st.Mode)&0o7777 != perm.File() && int(st.Uid) == unix.Geteuid() {
+			// New, or older than the store's rule (a 0644 file of the
+			// Node tool's): narrowed or widened to the store's mode.
+			_ = unix.Fchmod(fd, perm.File())
 		}
 		return fd, nil
 	}
@@ -78,7 +116,7 @@ func kindOf(mode uint32) string {
 // a longer file fails with ErrTooLarge, anything but a regular file with
 // ErrNotRegular, a missing one with an error matching fs.ErrNotExist.
 func Read(path string, max int) ([]byte, error) {
-	fd, err := open(path, unix.O_RDONLY, 0)
+	fd, err := open(path, unix.O_RDONLY, Private)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +127,7 @@ func Read(path string, max int) ([]byte, error) {
 // OpenRead is [Read] that also returns the file, still open, so that the
 // caller can lock or stat the very inode it read.
 func OpenRead(path string, max int) (*os.File, []byte, error) {
-	fd, err := open(path, unix.O_RDONLY, 0)
+	fd, err := open(path, unix.O_RDONLY, Private)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +143,7 @@ func OpenRead(path string, max int) (*os.File, []byte, error) {
 // a symlink is followed, but a FIFO, a device or a huge file is refused
 // all the same.
 func ReadUserFile(path string, max int) ([]byte, error) {
-	fd, err := openWith(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := openWith(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, Private)
 	if err != nil {
 		return nil, err
 	}
@@ -139,23 +177,24 @@ func readFd(fd int, path string, max int) ([]byte, error) {
 	}
 }
 
-// Append appends data to the regular file at path (created if missing)
-// with a single write, which O_APPEND keeps whole against concurrent
-// appenders.
-func Append(path string, data []byte) error {
-	return writeClose(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, data)
+// Append appends data to the regular file at path (created with perm if
+// missing) with a single write, which O_APPEND keeps whole against
+// concurrent appenders.
+func Append(path string, data []byte, perm Perm) error {
+	return writeClose(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, data, perm)
 }
 
-// WriteNew creates path, which must not exist, and writes data to it.
-func WriteNew(path string, data []byte) error {
-	return writeClose(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, data)
+// WriteNew creates path with perm, which must not exist, and writes data
+// to it.
+func WriteNew(path string, data []byte, perm Perm) error {
+	return writeClose(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, data, perm)
 }
 
 // CreateLocked creates path, which must not exist, takes an exclusive
 // flock(2) on it before writing data, and returns it open: the lock lasts
 // until the file is closed or the process dies, whichever comes first.
-func CreateLocked(path string, data []byte) (*os.File, error) {
-	fd, err := CreateLockedFd(path, data)
+func CreateLocked(path string, data []byte, perm Perm) (*os.File, error) {
+	fd, err := CreateLockedFd(path, data, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +205,8 @@ func CreateLocked(path string, data []byte) (*os.File, error) {
 // the caller closes with unix.Close: an *os.File would register it with
 // the runtime's poller, which a short-lived process then starts for
 // nothing (a regular file cannot be polled).
-func CreateLockedFd(path string, data []byte) (int, error) {
-	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o666)
+func CreateLockedFd(path string, data []byte, perm Perm) (int, error) {
+	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
 	if err != nil {
 		return -1, err
 	}
@@ -207,8 +246,8 @@ func SameFd(fd int, path string) bool {
 
 // writeClose opens path with flags, writes data and closes it, reporting
 // the first failure.
-func writeClose(path string, flags int, data []byte) error {
-	fd, err := open(path, flags, 0o666)
+func writeClose(path string, flags int, data []byte, perm Perm) error {
+	fd, err := open(path, flags, perm)
 	if err != nil {
 		return err
 	}
@@ -222,9 +261,9 @@ func writeClose(path string, flags int, data []byte) error {
 // Replace writes data to a new temporary file beside path and renames it
 // over path: readers see the old content or the new, never a torn file,
 // and a symlink or FIFO at path is replaced, never written through.
-func Replace(path, tmpName string, data []byte) error {
+func Replace(path, tmpName string, data []byte, perm Perm) error {
 	tmp := filepath.Join(filepath.Dir(path), tmpName)
-	if err := WriteNew(tmp, data); err != nil {
+	if err := WriteNew(tmp, data, perm); err != nil {
 		return err
 	}
 	if err := unix.Rename(tmp, path); err != nil {
@@ -234,23 +273,24 @@ func Replace(path, tmpName string, data []byte) error {
 	return nil
 }
 
-// OpenLock opens (creating it if missing) a regular file used only for
-// flock(2).
-func OpenLock(path string) (*os.File, error) {
-	fd, err := open(path, unix.O_RDWR|unix.O_CREAT, 0o666)
+// OpenLock opens (creating it with perm if missing) a regular file used
+// only for flock(2).
+func OpenLock(path string, perm Perm) (*os.File, error) {
+	fd, err := open(path, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// Dir makes sure path is a real directory, creating it (and its parents)
-// if missing; a symlink or anything else at path is refused, so nothing
-// placed under it lands outside the store.
-func Dir(path string) error {
+// Dir makes sure path, a directory of a store whose parent exists, is a
+// real directory, creating it with perm's directory mode if missing; a
+// symlink or anything else at path is refused, so nothing placed under it
+// lands outside the store.
+func Dir(path string, perm Perm) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(path, 0o777); err != nil {
+		if err := Mkdir(path, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 		fi, err = os.Lstat(path)
@@ -264,6 +304,31 @@ func Dir(path string) error {
 			what = "a symbolic link"
 		}
 		return &os.PathError{Op: "mkdir", Path: path, Err: fmt.Errorf("%w: %s where a directory belongs", ErrNotRegular, what)}
+	}
+	return nil
+}
+
+// Mkdir creates the directory path (its parent must exist) with exactly
+// perm's directory mode, whatever the umask. It fails with an error
+// matching fs.ErrExist if anything is at path.
+func Mkdir(path string, perm Perm) error {
+	if err := unix.Mkdir(path, perm.Dir()&0o777); err != nil {
+		return &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	return chmodDir(path, perm)
+}
+
+// chmodDir sets the mode of the directory just made at path, through a
+// descriptor of that very directory (never following a symlink put in
+// its place).
+func chmodDir(path string, perm Perm) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, perm.Dir()); err != nil {
+		return &os.PathError{Op: "chmod", Path: path, Err: err}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -50,7 +51,11 @@ const maxDurationMs = lease.MaxTTLMinutes * 60_000
 // Config is a validated pool file.
 type Config struct {
 	// File is the pool file's absolute path ("" when built in code).
-	File          string
+	File string
+	// Store is the store the pool file names ("store": a directory,
+	// resolved against the file's directory and the user's home, or a
+	// store URL), or "" for the default; --store and LEASE_STORE beat it.
+	Store         string
 	Name          string
 	KindPrefix    string
 	QueueLockKind string
@@ -108,7 +113,7 @@ var (
 	knownPoolFields = []string{
 		"name", "kindPrefix", "queueLockKind", "nudgeEvent", "shellPrefix", "bookkeeper",
 		"ttlMinutes", "waiterStaleMs", "movingAvgSeedMs", "cwd", "provision", "reset",
-		"health", "nudgeCommand", "grantEnv", "grantFields", "slots", "quarantineAfter", "probeMs",
+		"health", "nudgeCommand", "grantEnv", "grantFields", "slots", "quarantineAfter", "probeMs", "store",
 	}
 )
 
@@ -172,6 +177,17 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	}
 	if !lease.ValidKind(c.Name) {
 		return nil, configErr("$.name", "%q must match %s (it names the pool's directory)", c.Name, lease.KindPattern)
+	}
+	if raw, ok := top["store"]; ok {
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, configErr("$.store", "must be a string: a directory or a store URL")
+		}
+		store, err := ResolveStoreField(v, baseDir, os.Getenv("HOME"))
+		if err != nil {
+			return nil, err
+		}
+		c.Store = store
 	}
 	if c.QueueLockKind == "" {
 		c.QueueLockKind = c.Name + "-queue"

@@ -18,6 +18,8 @@ func Classify(err error) (code string, exit int) {
 	switch {
 	case errors.Is(err, pool.ErrConfig), errors.Is(err, pool.ErrInvalid):
 		return "usage", ExitUsage
+	case errors.Is(err, pool.ErrStoreConflict):
+		return "store_conflict", ExitUsage
 	case errors.As(err, &ce):
 		return ce.State, ExitRefused
 	case errors.As(err, &se):

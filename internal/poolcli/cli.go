@@ -112,11 +112,17 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 		return nil, cliparse.Usagef("%v", err)
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(e.g.OwnerPattern)}, clock...)
-	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, lease.ResolveStore(e.g.Store, "", e.cwd), "pool", e.args, opts...)
+	named := pool.StoreFor(e.g.Store, cfg)
+	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, lease.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}
 	_ = closeStore // the connection, if any, ends with the process
+	if named == "" {
+		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now()); err != nil {
+			return nil, err
+		}
+	}
 	return pool.Open(store, cfg, pool.Options{
 		TTLMinutes: ttl, Poll: poll,
 		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,

@@ -160,7 +160,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	o, gate, err := c.options(cwd, args, stdio)
 	if err != nil {
 		code, exit := jsonout.Classify(err)
-		if exit == jsonout.ExitUsage || errors.Is(err, gates.ErrInvalid) {
+		if (exit == jsonout.ExitUsage && code != "unsafe_store") || errors.Is(err, gates.ErrInvalid) {
 			return usage(stdio.Stderr, err)
 		}
 		fmt.Fprintf(stdio.Stderr, "pool-run: %v (%s)\n", err, code)
@@ -364,7 +364,15 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		o.KillGrace = g.KillGrace
 	}
 
-	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), lease.ResolveStore(c.Store, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
+	var cfg *pool.Config
+	named := c.Store
+	if poolFile != "" {
+		if cfg, err = pool.LoadFile(poolFile); err != nil {
+			return nil, nil, err
+		}
+		named = pool.StoreFor(c.Store, cfg)
+	}
+	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), lease.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -377,9 +385,10 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		o.Kind, o.TTLMinutes = kind, ttl
 		return o, g, nil
 	}
-	cfg, err := pool.LoadFile(poolFile)
-	if err != nil {
-		return nil, nil, err
+	if named == "" {
+		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now()); err != nil {
+			return nil, nil, err
+		}
 	}
 	o.Pool, err = pool.Open(store, cfg, pool.Options{
 		TTLMinutes: ttl, Poll: poll,

@@ -318,9 +318,17 @@ func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, err
 
 // Withdraw takes a request out of the queue (it was given up, or its waiter
 // could not be started). Withdrawing a request that is not queued is not an
-// error.
+// error; withdrawing another owner's (queued or granted) is refused with
+// lease.ErrNotOwner, before anything is touched.
 func (p *Pool) Withdraw(ctx context.Context, requestID, owner string) error {
 	if err := CheckRequestID(requestID); err != nil {
+		return err
+	}
+	f, err := p.find(ctx, requestID)
+	if err != nil {
+		return err
+	}
+	if err := f.ownedBy(requestID, owner, "withdraw it"); err != nil {
 		return err
 	}
 	if err := p.dequeue(ctx, requestID, owner); err != nil {
@@ -333,7 +341,9 @@ func (p *Pool) Withdraw(ctx context.Context, requestID, owner string) error {
 // Wait is the detached waiter of an async request: it grants the request
 // its slot when its turn comes (which writes the grant file and sends the
 // nudge). When ctx ends, or timeout (if positive) passes, first, the
-// request leaves the queue.
+// request leaves the queue. Another owner's request is refused with
+// lease.ErrNotOwner before anything is touched; a request no longer
+// queued fails as with [Pool.TryGrant].
 func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.Duration) (*Grant, error) {
 	if err := CheckRequestID(requestID); err != nil {
 		return nil, err
@@ -353,7 +363,11 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 		}
 	}
 	if entry == nil {
-		return nil, fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, requestID)
+		return nil, p.leftQueue(ctx, requestID, owner, "wait for it",
+			fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, requestID))
+	}
+	if err := ownedBy(*entry, owner, "wait for it"); err != nil {
+		return nil, err
 	}
 	g, err := p.await(ctx, *entry, owner, false, timeout, nil)
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,7 +39,39 @@ var (
 	ErrQuarantined = errors.New("pool: quarantined")
 	// ErrNotQuarantined reports an unquarantine of a slot in rotation.
 	ErrNotQuarantined = errors.New("pool: not quarantined")
+	// ErrGranted reports that a request a verb needs queued has left the
+	// queue with a slot: its grant is fetched with [Pool.Claim]. It comes
+	// as a [*GrantedError], which matches ErrQueueEntryLost too (the entry
+	// is no longer queued).
+	ErrGranted = errors.New("pool: granted")
 )
+
+// StateProvisioning is the state of a request that has left the queue
+// with a slot whose grant is still being prepared (claim prints it too).
+const StateProvisioning = "provisioning"
+
+// GrantedError is a plumbing step, or a waiter, named a request that is
+// no longer queued because it was granted a slot.
+type GrantedError struct {
+	RequestID string
+	// Slot is the slot's id as the grant file (or the pool file) has it.
+	Slot json.RawMessage
+	// State is StateReady (the grant file is written) or
+	// StateProvisioning.
+	State string
+}
+
+func (e *GrantedError) Error() string {
+	var id any
+	_ = json.Unmarshal(e.Slot, &id)
+	if e.State == StateProvisioning {
+		return fmt.Sprintf("%v: request %s was granted slot %v, which is being provisioned, and is no longer queued; claim fetches its grant once ready",
+			ErrGranted, e.RequestID, id)
+	}
+	return fmt.Sprintf("%v: request %s was granted slot %v and is no longer queued; claim fetches its grant", ErrGranted, e.RequestID, id)
+}
+
+func (e *GrantedError) Unwrap() []error { return []error{ErrGranted, ErrQueueEntryLost} }
 
 // QueueError carries a waiter's place in the queue when it was refused:
 // saturated (no wait) or timed out.

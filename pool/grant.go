@@ -139,6 +139,9 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 		return nil, fmt.Errorf("%w: request %s is not queued", ErrQueueEntryLost, id)
 	}
 	entry, ahead := live[idx], live[:idx]
+	if err := ownedBy(entry, owner, "grant it"); err != nil {
+		return nil, err // never a slot for another owner's entry, whoever calls
+	}
 	aheadIDs := make(map[string]bool, len(ahead))
 	for _, e := range ahead {
 		aheadIDs[e.ID] = true

@@ -84,8 +84,8 @@ func (p *Pool) Claim(ctx context.Context, requestID, owner string) (*Claim, erro
 func (p *Pool) claimGrant(ctx context.Context, requestID, owner string, g map[string]json.RawMessage) (*Claim, error) {
 	var grantOwner string
 	_ = json.Unmarshal(g["owner"], &grantOwner)
-	if grantOwner != "" && grantOwner != owner {
-		return nil, fmt.Errorf("%w: request %s belongs to %q", lease.ErrNotOwner, requestID, grantOwner)
+	if err := (found{holder: grantOwner}).ownedBy(requestID, owner, "claim its grant"); err != nil {
+		return nil, err
 	}
 	return p.checkGrant(ctx, requestID, g)
 }
@@ -93,17 +93,8 @@ func (p *Pool) claimGrant(ctx context.Context, requestID, owner string, g map[st
 // slotGranting returns the slot whose live lease was acquired for
 // requestID, if any.
 func (p *Pool) slotGranting(ctx context.Context, requestID string) *Slot {
-	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(ctx, s.Kind)
-		if err != nil || st.State != lease.Held {
-			continue
-		}
-		var pl slotPayload
-		if json.Unmarshal(st.Record.Payload, &pl) == nil && pl.RequestID == requestID {
-			return s
-		}
-	}
-	return nil
+	s, _ := p.slotHolder(ctx, requestID)
+	return s
 }
 
 // ClaimError is a failed claim: the recorded state and the grant file.

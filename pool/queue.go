@@ -80,12 +80,16 @@ func (p *Pool) logDropped(ctx context.Context, stale []Entry) {
 }
 
 // heartbeatEntry refreshes a waiter's entry and returns its position, or
-// ErrQueueEntryLost when the entry is gone.
+// ErrQueueEntryLost when the entry is gone. Another owner's entry is
+// refused (lease.ErrNotOwner) and the queue left as it was.
 func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, error) {
 	idx := -1
 	dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
 		idx = slices.IndexFunc(live, func(e Entry) bool { return e.ID == id })
 		if idx >= 0 {
+			if err := ownedBy(live[idx], owner, "heartbeat it"); err != nil {
+				return nil, err
+			}
 			live[idx].Heartbeat = p.stamp()
 		}
 		return live, nil
@@ -100,9 +104,16 @@ func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, 
 	return p.position(ctx, id, idx), nil
 }
 
-// dequeue removes an entry (granted, timed out or given up).
+// dequeue removes an entry (granted, timed out or given up). Another
+// owner's entry is refused (lease.ErrNotOwner) and the queue left as it
+// was.
 func (p *Pool) dequeue(ctx context.Context, id, owner string) error {
 	dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
+		if i := slices.IndexFunc(live, func(e Entry) bool { return e.ID == id }); i >= 0 {
+			if err := ownedBy(live[i], owner, "take it out of the queue"); err != nil {
+				return nil, err
+			}
+		}
 		return slices.DeleteFunc(live, func(e Entry) bool { return e.ID == id }), nil
 	})
 	p.logDropped(ctx, dropped)

@@ -12,8 +12,17 @@ import (
 )
 
 // classify maps an error to its code word and exit status; the mapping
-// is shared with pool-run in [jsonout.Classify].
-func classify(err error) (code string, exit int) { return jsonout.Classify(err) }
+// is shared with pool-run in [jsonout.Classify], after the one error only
+// this CLI's plumbing and waiter verbs meet: a request they need queued
+// was granted (code granted, exit 1: the step was not made, and the
+// caller stops heartbeating and claims the grant). It is checked first,
+// as it also matches pool.ErrQueueEntryLost.
+func classify(err error) (code string, exit int) {
+	if errors.Is(err, pool.ErrGranted) {
+		return "granted", jsonout.ExitRefused
+	}
+	return jsonout.Classify(err)
+}
 
 // failureOut is every ok:false object; the optional fields say where a
 // refused waiter stood, which slot failed, or who holds a slot.
@@ -71,6 +80,14 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
 			out.Slot, out.SlotID = ce.Slot, ce.Slot
 		}
 	}
+	var ge *pool.GrantedError
+	if errors.As(err, &ge) {
+		out.State = ge.State
+		if len(ge.Slot) > 0 {
+			out.Slot, out.SlotID = ge.Slot, ge.Slot
+		}
+		out.RequestID, out.ReqIDSnake = ge.RequestID, ge.RequestID
+	}
 	var wr *withRequest
 	if errors.As(err, &wr) {
 		out.RequestID, out.ReqIDSnake = wr.id, wr.id
@@ -86,7 +103,7 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
 		_ = jsonout.Write(stdout, out, pretty)
 	}
 	msg := "pool: " + strings.TrimPrefix(jsonout.Describe(err), "pool: ")
-	if exit == jsonout.ExitUsage {
+	if exit == jsonout.ExitUsage && out.Code == "usage" {
 		msg += "\nRun 'pool --help' for usage."
 	}
 	fmt.Fprintln(stderr, msg)

@@ -7,7 +7,10 @@ import (
 // The plumbing verbs run one step of the queue protocol each, for callers
 // that drive a waiter themselves (a conformance suite, a broker of their
 // own). An entry they create has no waiter behind it: whoever created it
-// keeps it live with heartbeat-entry and grants it with try-grant.
+// keeps it live with heartbeat-entry and grants it with try-grant. Both
+// act for the entry's owner only (another owner is refused not_owner,
+// nothing touched), and answer granted (exit 1, with the slot) for a
+// request that has left the queue with a slot.
 
 type enqueueCmd struct {
 	Owner   string `required:"" placeholder:"OWNER" help:"Who will hold the slot."`
@@ -41,7 +44,7 @@ func (c *enqueueCmd) Run(e *env) error {
 
 type tryGrantCmd struct {
 	Request string `required:"" placeholder:"ID" help:"The queued entry's request id."`
-	Owner   string `required:"" placeholder:"OWNER" help:"Who takes the slot (the entry's owner)."`
+	Owner   string `required:"" placeholder:"OWNER" help:"The entry's owner, who takes the slot (another owner is refused: exit 1, not_owner)."`
 	waitFlags
 }
 
@@ -59,7 +62,7 @@ func (c *tryGrantCmd) Run(e *env) error {
 
 type heartbeatEntryCmd struct {
 	Request string `required:"" placeholder:"ID" help:"The queued entry's request id."`
-	Owner   string `required:"" placeholder:"OWNER" help:"Who does the bookkeeping (takes the queue lock)."`
+	Owner   string `required:"" placeholder:"OWNER" help:"The entry's owner (another owner is refused: exit 1, not_owner)."`
 }
 
 type positionOut struct {

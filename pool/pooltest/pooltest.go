@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"OneWinnerForLastSlot", testOneWinner},
 		{"Quarantine", testQuarantine},
 		{"History", testHistory},
+		{"OwnersChecked", testOwners},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })

@@ -24,8 +24,8 @@
 //
 // The queue steps map to our plumbing verbs: enqueue to `pool enqueue`,
 // tryGrant to `pool try-grant` (null when our CLI answers saturated or
-// queue_entry_lost), heartbeatEntry to `pool heartbeat-entry` (null when
-// the entry is gone), request to `pool request --no-waiter` (the caller
+// queue_entry_lost or granted), heartbeatEntry to `pool heartbeat-entry` (null when
+// the entry is gone or granted), request to `pool request --no-waiter` (the caller
 // grants it, as with the Node library; our CLI's request would start a
 // waiter of its own). Our outputs also carry this CLI's names of some
 // fields (requestId, slot, attributes); where such a name holds exactly
@@ -127,8 +127,8 @@ export function createE2ePool({ store, dir, now, reset, provision, health, notif
     ttlMinutes: ttlMinutes ?? definition.ttlMinutes,
     enqueue: ({ owner, session = owner, mode }) => out(["enqueue", "--owner", owner, "--session", session, "--mode", mode]),
     tryGrant: ({ entryId, owner, ttlMinutes: grantTtl }) =>
-      orNull(["try-grant", "--request", entryId, "--owner", owner, ...(grantTtl === undefined ? ttl : ["--ttl", String(grantTtl)])], ["saturated", "queue_entry_lost"]),
-    heartbeatEntry: ({ entryId, owner }) => orNull(["heartbeat-entry", "--request", entryId, "--owner", owner], ["queue_entry_lost"]),
+      orNull(["try-grant", "--request", entryId, "--owner", owner, ...(grantTtl === undefined ? ttl : ["--ttl", String(grantTtl)])], ["saturated", "queue_entry_lost", "granted"]),
+    heartbeatEntry: ({ entryId, owner }) => orNull(["heartbeat-entry", "--request", entryId, "--owner", owner], ["queue_entry_lost", "granted"]),
     request: ({ owner, session = owner }) => out(["request", "--owner", owner, "--session", session, "--no-waiter", ...ttl]),
     claim: ({ requestId, owner }) => out(["claim", "--request", requestId, "--owner", owner]),
     acquireNoWait: ({ owner, session = owner, ttlMinutes: grantTtl }) =>

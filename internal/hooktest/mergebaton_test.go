@@ -3,6 +3,7 @@ package hooktest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,5 +141,66 @@ func TestMergeBaton(t *testing.T) {
 	}
 	if r := runIn(t, repo, env, baton); r.exitCode() != 2 {
 		t.Errorf("merge-baton without arguments exited %d, want 2", r.exitCode())
+	}
+}
+
+// TestMergeBatonAcrossClones: with no LEASE_STORE, two separate clones of
+// one project (each with a logs/leases of its own) share one baton, the
+// user's: while a session of one clone holds it, the other's merge-baton
+// is told who holds it and gives up after MERGE_BATON_WAIT_MS.
+func TestMergeBatonAcrossClones(t *testing.T) {
+	needProgram(t, "git", "apt-get install -y git")
+	dir := t.TempDir()
+	var env []string
+	for _, kv := range isolatedEnv(t, dir) {
+		if !strings.HasPrefix(kv, "LEASE_STORE=") {
+			env = append(env, kv)
+		}
+	}
+	baton := filepath.Join(dir, "merge-baton")
+	copyExample(t, "merge-baton", baton, 0o755)
+	origin := filepath.Join(dir, "origin")
+	must(t, dir, env, "git", "init", "-q", origin)
+	writeFile(t, filepath.Join(origin, "a.txt"), "a\n", 0o644)
+	must(t, origin, env, "git", "add", "-A")
+	must(t, origin, env, "git", "commit", "-q", "-m", "a")
+	a, b := filepath.Join(dir, "clone-a"), filepath.Join(dir, "clone-b")
+	must(t, dir, env, "git", "clone", "-q", origin, a)
+	must(t, dir, env, "git", "clone", "-q", origin, b)
+
+	holding, release := filepath.Join(dir, "holding"), filepath.Join(dir, "release")
+	ctx, cancel := context.WithTimeout(context.Background(), programTimeout)
+	var running sync.WaitGroup
+	defer func() {
+		_ = os.WriteFile(release, nil, 0o644)
+		cancel()
+		running.Wait()
+	}()
+	holder := exec.CommandContext(ctx, baton, "--", "sh", "-c",
+		`: > "$HOLDING"; while [ ! -e "$RELEASE" ]; do sleep 0.05; done`)
+	holder.Dir = a
+	holder.Env = append(env, "LEASE_OWNER=session-a", "HOLDING="+holding, "RELEASE="+release)
+	var holderErr syncBuffer
+	holder.Stderr = &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	running.Add(1)
+	go func() { defer running.Done(); _ = holder.Wait() }()
+	if !waitFor(20*time.Second, func() bool { return fileExists(holding) }) {
+		t.Fatalf("the first clone never got the baton:\n%s", holderErr.String())
+	}
+	second := exec.CommandContext(ctx, baton, "--", "true")
+	second.Dir = b
+	second.Env = append(env, "LEASE_OWNER=session-b", "MERGE_BATON_WAIT_MS=300")
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), `"session-a"`) {
+		t.Fatalf("the second clone's merge-baton: %v, want exit 1 naming session-a:\n%s", err, out)
+	}
+	for _, c := range []string{a, b} {
+		if fileExists(filepath.Join(c, "logs")) {
+			t.Errorf("%s has a store of its own", c)
+		}
 	}
 }

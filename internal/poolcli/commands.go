@@ -121,22 +121,45 @@ func (c *requestCmd) Run(e *env) error {
 		Eta: pool.FormatEta(q.EtaMs), WaiterPID: pid})
 }
 
+// SelfCommand is the word that makes the running executable read a pool
+// command line, for the processes pool starts of itself (the detached
+// waiter): "" where the executable is pool itself (or a test binary run as
+// pool), "pool" in one that serves several CLIs by their first word
+// (durable-lease-etcd pool ARGS...), whose main sets it before [Main].
+var SelfCommand string
+
+// selfCommand returns the path and the first arguments that run this
+// executable as pool. The path is the running executable's own file
+// (os.Executable, from /proc/self/exe), never a lookup of os.Args[0] on
+// PATH, which could find another installation, of another version, or
+// another program of the same name; after a hand-off os.Args[0] is not
+// even pool (durable-lease-etcd pool ARGS...).
+func selfCommand() (path string, argv []string, err error) {
+	if path, err = os.Executable(); err != nil {
+		return "", nil, fmt.Errorf("finding the running executable: %w", err)
+	}
+	// argv[0] keeps the name the process was run by: a test binary run
+	// as pool by testscript knows what to serve by it alone.
+	argv = []string{filepath.Base(os.Args[0])}
+	if SelfCommand != "" {
+		argv = append(argv, SelfCommand)
+	}
+	return path, argv, nil
+}
+
 // startWaiter starts this program's hidden waiter verb as a detached
 // process (its own session, no terminal, no inherited output) that grants
-// the request when its turn comes.
+// the request when its turn comes. It is the same executable, serving the
+// same store (passed whole, with the pool file and the command overrides),
+// so a pool handed an etcd:// store runs it in durable-lease-etcd as well.
 func (e *env) startWaiter(p *pool.Pool, id, owner string, w waitFlags, timeoutMs int64) (int, error) {
-	self, err := exec.LookPath(os.Args[0])
+	self, argv, err := selfCommand()
 	if err != nil {
-		if self, err = os.Executable(); err != nil {
-			return 0, err
-		}
-	}
-	if self, err = filepath.Abs(self); err != nil {
 		return 0, err
 	}
-	args := []string{filepath.Base(os.Args[0]), "waiter", "--request", id, "--owner", owner,
+	args := append(argv, "waiter", "--request", id, "--owner", owner,
 		"--pool", p.Config().File, "--store", p.Store().Where(),
-		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64), "--timeout-ms", strconv.FormatInt(timeoutMs, 10)}
+		"--ttl", strconv.FormatFloat(p.TTLMinutes(), 'f', -1, 64), "--timeout-ms", strconv.FormatInt(timeoutMs, 10))
 	if w.PollMs > 0 {
 		args = append(args, "--poll-ms", strconv.FormatInt(w.PollMs, 10))
 	}

@@ -1,7 +1,13 @@
 // Package etcd_test runs the CLI testscripts of internal/clitest on an
-// embedded etcd, when DL_TEST_BACKEND=etcd. It is a package of its own so
-// that the etcd client and server, and the start-up time they cost every
-// CLI process, stay out of the directory-store suite.
+// etcd store, when DL_TEST_BACKEND=etcd. It is a package of its own so
+// that the etcd client and server stay out of the directory-store suite.
+//
+// The scripts run the CLIs as users do: lease, pool and pool-run are built
+// (CGO_ENABLED=0, as the README installs them) with durable-lease-etcd
+// into one directory put first on the scripts' PATH, so every command line
+// on an etcd:// store is handed to durable-lease-etcd, and what it starts
+// of itself (a request's detached waiter, pool-run's guardian) is that
+// executable too.
 package etcd_test
 
 import (
@@ -9,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,33 +26,31 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/internal/clitest"
-	"github.com/durable-lease/durable-lease/internal/storeopen"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // backendEnv chooses the store the scripts run on: "etcd" runs them here,
-// on one embedded etcd; anything else skips TestScripts.
+// on one etcd (embedded, or etcdtest.EnvBinary's); anything else skips
+// TestScripts.
 const backendEnv = "DL_TEST_BACKEND"
 
 // scripts are those that run on etcd (the hooks' scripts need git and
 // the hook managers, and test nothing of the store).
 var scripts = []string{"lease_*.txtar", "pool_*.txtar", "poolrun_*.txtar"}
 
-func TestMain(m *testing.M) {
-	// The CLI processes (this test binary, re-executed) open etcd://
-	// stores themselves, as cmd/durable-lease-etcd does, instead of handing
-	// them to durable-lease-etcd.
-	storeopen.Register(etcdstore.Scheme, etcdstore.OpenStore)
-	testscript.Main(m, clitest.Commands)
-}
+// installed are the executables the scripts run, built as they are
+// installed; pool top's durable-lease-top is not among them: no script
+// has a terminal for it.
+var installed = []string{"lease", "pool", "pool-run", "durable-lease-etcd"}
 
-// TestScripts runs the scripts on one embedded etcd, each script on a
-// prefix of its own in LEASE_STORE (which the scripts set only under
-// [!etcd]), with the condition etcd true.
+// TestScripts runs the scripts on one etcd, each script on a prefix of its
+// own in LEASE_STORE (which the scripts set only under [!etcd]), with the
+// condition etcd true and the installed executables first on PATH.
 func TestScripts(t *testing.T) {
 	if os.Getenv(backendEnv) != "etcd" {
 		t.Skipf("the scripts run on etcd with %s=etcd", backendEnv)
 	}
+	bin := install(t)
 	clitest.PoisonEnv(t)
 	c := etcdtest.Start(t)
 	p := clitest.Params("")
@@ -61,6 +66,7 @@ func TestScripts(t *testing.T) {
 		if err := setup(env); err != nil {
 			return err
 		}
+		env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 		name := strings.TrimPrefix(filepath.Base(env.WorkDir), "script-")
 		env.Setenv("LEASE_STORE", c.URL("script/"+name))
 		return nil
@@ -73,6 +79,32 @@ func TestScripts(t *testing.T) {
 		return cond(s)
 	}
 	testscript.Run(t, p)
+}
+
+// install builds the installed executables into a directory of t's and
+// returns it. They are built as the README installs them (CGO_ENABLED=0)
+// and without the race detector, even under go test -race: with it every
+// CLI call costs about half a second (the etcd client's start-up, twice
+// instrumented by a hand-off), and the suite some minutes.
+func install(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("building the CLIs the scripts run: %v", err)
+	}
+	bin := t.TempDir()
+	args := []string{"build", "-o", bin + string(filepath.Separator)}
+	for _, name := range installed {
+		args = append(args, "github.com/durable-lease/durable-lease/cmd/"+name)
+	}
+	cmd := exec.Command(goTool, args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("built %s in %v", strings.Join(installed, ", "), time.Since(start).Round(time.Millisecond))
+	return bin
 }
 
 // cmdSnapshot writes what the script's etcd prefix holds as the directory

@@ -47,7 +47,15 @@ const guardianEnv = "DURABLE_LEASE_GUARDIAN"
 const (
 	asGuardian = "guardian"
 	asPhase    = "phase"
+	// asGuardianInMain is the guardian of an executable whose main
+	// serves it ([ServeRoles]) once it has registered its store openers,
+	// not runner's init.
+	asGuardianInMain = "guardian-in-main"
 )
+
+// rolesInMain says that this executable's main serves the guardian
+// ([ServeRoles]): the guardian this process starts is told to wait for it.
+var rolesInMain bool
 
 // The guardian's own descriptors, from base: the socket to pool-run,
 // pool-run's stderr (for the guardian's own lines), and the terminal whose
@@ -74,6 +82,23 @@ func init() {
 		if isFileType(base, unix.S_IFIFO) {
 			os.Exit(phaseMain(base))
 		}
+	}
+}
+
+// ServeRoles is for a main that registers store openers (etcd://, with
+// storeopen.Register) and runs pool-run: called first thing once they are
+// registered, it serves the guardian role pool-run started this
+// executable in, if any (it does not return then), and makes the
+// guardians this process starts wait for it. Served in init, as in an
+// executable that does not call it, the guardian runs before main has
+// registered anything, and cannot open an etcd:// store to release the
+// lease of a pool-run that died.
+func ServeRoles() {
+	rolesInMain = true
+	role, base, ok := parseRole(os.Getenv(guardianEnv))
+	if ok && role == asGuardianInMain && isFileType(base, unix.S_IFSOCK) {
+		fdControl, fdLog, fdTerminal = base, base+1, base+2
+		os.Exit(guardianMain())
 	}
 }
 

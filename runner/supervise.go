@@ -130,9 +130,13 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	// work; the guardian's own come after them.
 	extra := inheritedFiles()
 	base := 3 + len(extra)
+	role := asGuardian
+	if rolesInMain {
+		role = asGuardianInMain
+	}
 	cmd := &exec.Cmd{
 		Path: selfExe(), Args: []string{"pool-run (guardian)"},
-		Env:   append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, asGuardian, base)),
+		Env:   append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, role, base)),
 		Stdin: w.stdin, Stdout: w.stdout, Stderr: w.stderr,
 		ExtraFiles:  append(extra, theirs, logf, termf),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},

@@ -186,10 +186,12 @@ type guardian struct {
 
 	work       int // pid of the command or of a phase's interpreter
 	pgid       int // the work's process group (the fallback tree)
+	phase      bool
 	running    bool
 	exited     bool // the work's own process has ended
 	status     int
 	stopping   bool
+	termRest   bool // the interpreter was asked to stop first; the rest on its exit
 	killed     bool
 	killAt     int64
 	why        string
@@ -358,7 +360,7 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		pipeW.Close()
 	}
 	g.work, g.pgid, g.running, g.exited, g.status = pid, pid, true, false, 0
-	g.stopping, g.killed, g.why, g.left = false, false, "", 0
+	g.phase, g.stopping, g.termRest, g.killed, g.why, g.left = phase != nil, false, false, false, "", 0
 	if phase == nil && !g.start.Phases {
 		// The command's streams are the work's alone now: the pseudo-
 		// terminal's other side must see them close when the work ends.
@@ -442,11 +444,16 @@ func (g *guardian) step() {
 			_ = g.c.send(guardMsg{Op: opExited, Status: g.status, Why: g.why, Left: g.left})
 			return
 		}
-		if !g.stopping {
+		switch {
+		case !g.stopping:
 			// The work ended and left processes behind: they go before
 			// the lease does.
 			g.left = len(left)
 			g.beginStop(g.start.Grace)
+		case g.termRest:
+			// The interpreter has stopped; now what it left.
+			g.termRest = false
+			g.signalAll(syscall.SIGTERM)
 		}
 		if g.killed {
 			g.kill() // what was forked since the last pass
@@ -478,6 +485,12 @@ func (g *guardian) parentDied() {
 // beginStop sends SIGTERM to every process of the work (continuing them
 // if they were stopped by pool-run, which the lease still covers) and
 // sets SIGKILL for grace from now, or the hard deadline if sooner.
+//
+// A gate phase's interpreter gets it first and alone: it then starts no
+// further command and stops its own. Signalled together, a command could
+// die before the interpreter had seen its own signal, and the interpreter
+// would go on to the phase's next command. What is left once it has
+// exited gets SIGTERM then (step), and everything SIGKILL at the grace.
 func (g *guardian) beginStop(grace int64) {
 	if !g.running || g.killed {
 		return
@@ -492,7 +505,12 @@ func (g *guardian) beginStop(grace int64) {
 		return
 	}
 	g.stopping, g.killAt = true, at
-	g.signalAll(syscall.SIGTERM)
+	if g.phase && !g.exited {
+		g.termRest = true
+		_ = syscall.Kill(g.work, syscall.SIGTERM)
+	} else {
+		g.signalAll(syscall.SIGTERM)
+	}
 	if g.suspended {
 		g.suspended = false
 		g.signalAll(syscall.SIGCONT)

@@ -11,4 +11,9 @@
 // transaction comparing the mod revisions read, so racing clients get one
 // winner; a renewal is a keep-alive of the etcd lease plus such a
 // transaction, and a lapsed etcd lease is never revived.
+//
+// Stores never nest: each registers its prefix under [RegistryPrefix],
+// outside every store's keys, on its first open, and a store whose prefix
+// is inside a registered one's or around one is refused
+// ([ErrNestedStore]), since one's pruning would delete the other's keys.
 package etcdstore

@@ -81,9 +81,10 @@ func OptionsFromEnv(getenv func(string) string) Options {
 // Backend is a lease store on etcd: a [lease.Backend] and a
 // [lease.Watcher]. It is safe for concurrent use. Close it when done.
 type Backend struct {
-	cli  *clientv3.Client
-	loc  Location
-	opts Options
+	cli     *clientv3.Client
+	loc     Location
+	opts    Options
+	checked bool
 }
 
 // Open parses url ([ParseURL]) and connects to the cluster. It returns
@@ -91,6 +92,12 @@ type Backend struct {
 // the endpoints, the credentials and the permissions on the prefix are
 // good), or an error: [ErrUnreachable] when no answer came within
 // [Options.DialTimeout], ctx's error when ctx ended first.
+//
+// The same read checks the cluster's registry of stores
+// ([RegistryPrefix]): a store whose prefix is inside another's, or around
+// one, is refused with [ErrNestedStore]; one not yet registered is
+// registered, by one more transaction, on its first open. A user who may
+// not read the registry opens the store unchecked ([Backend.Checked]).
 func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
 	loc, err := ParseURL(url)
 	if err != nil {
@@ -106,6 +113,10 @@ func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, er
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if !validPrefix(loc.Prefix) {
+		return nil, fmt.Errorf("%w: etcdstore: prefix %q: want \"/\" and 1 to %d segments of letters, digits, '.', '_' or '-', not . or .., as ParseURL makes them (the whole key space is no store's)",
+			lease.ErrInvalid, loc.Prefix, MaxSegments)
 	}
 	if (opts.User == "") != (opts.Password == "") {
 		return nil, fmt.Errorf("etcdstore: %s: a user needs a password and a password a user", loc)
@@ -156,35 +167,47 @@ func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, er
 	b := &Backend{cli: d.cli, loc: loc, opts: opts}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if err := b.probe(rctx); err != nil {
+	if b.checked, err = b.check(rctx); err != nil {
 		d.cli.Close()
+		if errors.Is(err, ErrNestedStore) {
+			return nil, err
+		}
 		return nil, dialError(ctx, loc, opts.DialTimeout, err)
 	}
 	return b, nil
 }
 
-// probe makes the first read, a count of the keys under the prefix, until
-// it is answered or ctx ends. It fails fast while no endpoint can be
+// probe makes the first read, a count of the keys under the prefix
+// together with the reads ops (in one read-only transaction, so at one
+// revision and in one round trip), until it is answered or ctx ends, and
+// returns the answers to ops. It fails fast while no endpoint can be
 // reached and tries again, so that an error can say why (connection
 // refused, a certificate refused, no leader) instead of only that time ran
 // out.
-func (b *Backend) probe(ctx context.Context) error {
+func (b *Backend) probe(ctx context.Context, ops []*pb.RequestOp) ([]*pb.ResponseOp, error) {
 	kv := pb.NewKVClient(b.cli.ActiveConnection())
 	p := b.loc.Prefix + "/"
-	req := &pb.RangeRequest{Key: []byte(p), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(p)), CountOnly: true}
+	count := &pb.RangeRequest{Key: []byte(p), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(p)), CountOnly: true}
+	txn := &pb.TxnRequest{Success: append(ops[:len(ops):len(ops)], &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: count}})}
 	for {
-		_, err := kv.Range(ctx, req, grpc.WaitForReady(false))
+		var err error
+		var resp *pb.TxnResponse
+		if ops == nil {
+			_, err = kv.Range(ctx, count, grpc.WaitForReady(false))
+		} else if resp, err = kv.Txn(ctx, txn, grpc.WaitForReady(false)); err == nil {
+			return resp.Responses[:min(len(ops), len(resp.Responses))], nil
+		}
 		if err == nil {
-			return nil
+			return nil, nil
 		}
 		if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
-			return rpctypes.Error(err)
+			return nil, rpctypes.Error(err)
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return &unavailable{rpctypes.Error(err)}
+			return nil, &unavailable{rpctypes.Error(err)}
 		case <-t.C:
 		}
 	}
@@ -240,6 +263,12 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 // Close ends the connection. Leases held through it are not released:
 // they expire on the cluster at their TTL unless renewed through another.
 func (b *Backend) Close() error { return b.cli.Close() }
+
+// Checked reports whether Open checked the store against the cluster's
+// registry of stores and found it registered there (or registered it): false
+// when the user's permissions do not cover the registry, so that a store
+// nested with this one would not have been found.
+func (b *Backend) Checked() bool { return b.checked }
 
 // Location is where the store is.
 func (b *Backend) Location() Location { return b.loc }

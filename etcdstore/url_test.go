@@ -21,6 +21,8 @@ func TestParseURL(t *testing.T) {
 		{"several", "etcd://a:1,b:2,c/x/y", []string{"a:1", "b:2", "c:2379"}, "/x/y"},
 		{"default port", "etcd://etcd.internal/ci", []string{"etcd.internal:2379"}, "/ci"},
 		{"trailing slash", "etcd://h:2379/ci/", []string{"h:2379"}, "/ci"},
+		{"empty segments", "etcd://h:2379//ci//leases//", []string{"h:2379"}, "/ci/leases"},
+		{"deepest", "etcd://h/" + strings.Repeat("a/", etcdstore.MaxSegments), []string{"h:2379"}, strings.TrimSuffix(strings.Repeat("/a", etcdstore.MaxSegments), "/")},
 		{"ipv6", "etcd://[::1]:2379,[fe80::1]/p", []string{"[::1]:2379", "[fe80::1]:2379"}, "/p"},
 		{"bare ipv6", "etcd://::1/p", []string{"[::1]:2379"}, "/p"},
 	} {
@@ -45,6 +47,12 @@ func TestParseURL(t *testing.T) {
 		{"dot segment", "etcd://h/x/../y", ""},
 		{"odd character", "etcd://h/x y", ""},
 		{"query", "etcd://h/x?y=1", ""},
+		{"query in the endpoints", "etcd://h?y=1/x", ""},
+		{"fragment", "etcd://h/x#y", ""},
+		{"only slashes", "etcd://h//", ""},
+		{"too deep", "etcd://h/" + strings.Repeat("a/", etcdstore.MaxSegments+1), ""},
+		{"odd host", "etcd://h;x/p", ""},
+		{"bad ipv6", "etcd://[::g]/p", ""},
 		{"credentials", "etcd://user:hunter2@h:2379/x", "hunter2"},
 		{"credentials with a slash", "etcd://user:hun/ter2@h:2379/x", "ter2"},
 	} {

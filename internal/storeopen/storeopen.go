@@ -198,8 +198,9 @@ func FindBeside(name string) string {
 	return ""
 }
 
-// Redact returns a store URL fit to show: a password in the user
-// information, every query value and the fragment are replaced by "…"
+// Redact returns a store URL fit to show: the user information (a
+// password, or a token as the user), every query value and the fragment
+// are replaced by "…"
 // (a token in ?token=, a password in ?pw=), the rest kept, so that an
 // error still says which store it is about. A directory is returned as it
 // is.
@@ -212,11 +213,7 @@ func Redact(where string) string {
 	rest, query, hasQuery := strings.Cut(rest, "?")
 	authority, path, hasPath := strings.Cut(rest, "/")
 	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		user, _, hasPw := strings.Cut(authority[:at], ":")
-		if hasPw {
-			user += ":…"
-		}
-		authority = user + "@" + authority[at+1:]
+		authority = "…@" + authority[at+1:] // a user name can be a token
 	}
 	var b strings.Builder
 	b.WriteString(scheme + "://" + authority)

@@ -202,4 +202,3 @@ func ticks(procs []*exec.Cmd) (int64, error) {
 	}
 	return sum, nil
 }
-

@@ -139,9 +139,11 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	}
 	var last Position
 	nextBeat := time.Time{}
+	beat := p.beat()
+	nextCheck := time.Now().Add(p.poll)
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
-	attempt, near := true, true
+	attempt, near, check := true, true, false
 	// A store that cannot be reached for a moment (an etcd election, a
 	// network blip) is waited out while the entry can still be alive: the
 	// entry lapses after waiterStaleMs without a heartbeat anyway.
@@ -160,7 +162,26 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
 		return true
 	}
+	report := func(pos Position) {
+		if onWait != nil && (pos.Position != last.Position || pos.EtaMs != last.EtaMs) {
+			onWait(pos)
+		}
+		last = pos
+	}
 	for {
+		if check {
+			// The poll, or the bell: where the entry stands now. Only a
+			// waiter that could be granted a slot tries, and listens to
+			// the slots.
+			var idx int
+			near, idx = p.mayGrant(ctx, e.ID)
+			attempt = attempt || near
+			if idx >= 0 && !attempt {
+				report(p.position(ctx, e.ID, idx))
+			}
+			wake.Listen(near)
+			check = false
+		}
 		if attempt {
 			g, err := p.tryGrant(ctx, e.ID, owner)
 			switch {
@@ -176,12 +197,17 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			}
 			if !watching && !noWait { // not granted, and waiting: from now on, woken
 				var stop func()
-				wake, stop = p.state.Watch(ctx, p.slotKinds())
+				if ew, ok := p.state.(entryWatcher); ok {
+					wake, stop = ew.WatchEntry(ctx, e.ID, p.slotKinds())
+				} else {
+					wake, stop = p.state.Watch(ctx, p.slotKinds())
+				}
 				wake.stop, watching = stop, true
 				continue // attempt again: a release before the watch began is not missed
 			}
-			near = p.mayGrant(ctx, e.ID)
+			near, _ = p.mayGrant(ctx, e.ID)
 			wake.Listen(near)
+			attempt = false
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
 			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
@@ -192,12 +218,16 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			case err != nil:
 				return nil, err
 			default:
-				if onWait != nil && (pos.Position != last.Position || pos.EtaMs != last.EtaMs) {
-					onWait(pos)
-				}
-				last = pos
+				report(pos)
 			}
-			nextBeat = now.Add(p.poll)
+			nextBeat = now.Add(beat)
+		}
+		// A waiter that could be granted re-checks at every poll (a
+		// missed event costs at most that); one further back at its
+		// heartbeat, woken sooner by its bell or the queue's watch.
+		next := nextBeat
+		if near && nextCheck.Before(next) {
+			next = nextCheck
 		}
 		if !timer.Stop() {
 			select {
@@ -205,7 +235,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			default:
 			}
 		}
-		timer.Reset(time.Until(nextBeat))
+		timer.Reset(time.Until(next))
 		timedOut := func() error {
 			return &QueueError{Err: ErrTimeout, RequestID: e.ID, Position: last.Position,
 				EtaMs: last.EtaMs, WaitedMs: time.Since(start).Milliseconds()}
@@ -225,17 +255,28 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		case <-slots:
 			attempt = true
 		case <-wake.Queue:
-			near = p.mayGrant(ctx, e.ID)
-			attempt = near
-			if near {
-				wake.Listen(true) // before the attempt, so no release is missed
-			}
+			check = true // Listen(true) comes before the attempt, so no release is missed
 		case <-timer.C:
-			attempt = true
-			wake.Listen(true)
+			if now := time.Now(); !now.Before(nextCheck) || !near {
+				nextCheck = now.Add(p.poll)
+				check = true
+			}
 		}
 	}
 }
+
+// entryWatcher is implemented by states that can wake a waiter for its
+// own entry only (the directory store's bells) instead of on every change
+// of the queue.
+type entryWatcher interface {
+	WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func())
+}
+
+// beat is how often a waiter heartbeats its queue entry: a quarter of
+// waiterStaleMs (so three heartbeats can be missed before it lapses), and
+// never more often than it polls. Each heartbeat rewrites the queue, which
+// every other waiter of the Node tool re-reads.
+func (p *Pool) beat() time.Duration { return max(p.poll, p.cfg.WaiterStale/4) }
 
 // mayGrant reports whether entry id could be granted a slot now, as far as
 // the queue says: only the first len(slots) live entries can be (granting
@@ -243,17 +284,20 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 // slots plus slots held by entries ahead are at most all slots). An entry
 // that is not found says yes, so that the attempt reports it lost. One read
 // of the queue, without the lock.
-func (p *Pool) mayGrant(ctx context.Context, id string) bool {
+//
+// idx is the entry's index in the live queue, -1 when not found or the
+// queue could not be read.
+func (p *Pool) mayGrant(ctx context.Context, id string) (may bool, idx int) {
 	live, err := p.queue(ctx)
 	if err != nil {
-		return true // the attempt will report it
+		return true, -1 // the attempt will report it
 	}
 	for i := range live {
 		if live[i].ID == id {
-			return i < len(p.cfg.Slots)
+			return i < len(p.cfg.Slots), i
 		}
 	}
-	return true
+	return true, -1
 }
 
 // slotKinds are the lease kinds of the pool's slots.

@@ -53,8 +53,10 @@ func (d *dirState) Queue(context.Context) ([]Entry, int, error) {
 
 func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entry) ([]Entry, error)) ([]Entry, error) {
 	var dropped []Entry
+	var ring []string
 	err := d.withQueueLock(ctx, owner, func() error {
-		live, stale := d.p.live(d.entries())
+		all := d.entries()
+		live, stale := d.p.live(all)
 		next, err := fn(slices.Clone(live))
 		if err != nil {
 			return err
@@ -69,8 +71,16 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 			return err
 		}
 		dropped = stale
+		ring = toRing(all, next, len(d.p.cfg.Slots)+bellMargin)
 		return nil
 	})
+	// After the lock: a woken waiter reads the queue at once.
+	for _, id := range ring {
+		d.ring(id)
+	}
+	for _, e := range dropped {
+		d.removeBell(e.ID)
+	}
 	return dropped, err
 }
 

@@ -26,11 +26,11 @@ func TestMayGrant(t *testing.T) {
 			ids = append(ids, e.ID)
 		}
 		for i, id := range ids {
-			if got := tp.mayGrant(context.Background(), id); got != c.want[i] {
-				t.Errorf("%d slots: mayGrant(entry %d) = %v, want %v", len(tp.cfg.Slots), i, got, c.want[i])
+			if got, idx := tp.mayGrant(context.Background(), id); got != c.want[i] || idx != i {
+				t.Errorf("%d slots: mayGrant(entry %d) = %v, %d, want %v, %d", len(tp.cfg.Slots), i, got, idx, c.want[i], i)
 			}
 		}
-		if !tp.mayGrant(context.Background(), "not-queued") {
+		if may, idx := tp.mayGrant(context.Background(), "not-queued"); !may || idx != -1 {
 			t.Error("mayGrant of an entry not queued = false")
 		}
 	}

@@ -119,3 +119,122 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 	}()
 	return wk, stop
 }
+
+// WatchEntry returns the wake-ups of the waiter of entry id, which need
+// no watch of queue.json: Queue is its bell (bell_unix.go), rung when a
+// change of the queue moves it near the front, and Slots an inotify watch
+// of the store directory, made only once Listen(true) says the waiter
+// could be granted a slot (few waiters are, so a queue of hundreds stays
+// within the host's limit of inotify instances). If the bell cannot be
+// made it falls back to [dirState.Watch].
+func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func()) {
+	perm, err := d.ensureDir(d.dir)
+	if err != nil || !validRequestID(id) {
+		return d.Watch(ctx, slotKinds)
+	}
+	path := d.bellPath(id)
+	if err := unix.Mkfifo(path, perm.File()); err != nil {
+		return d.Watch(ctx, slotKinds)
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	var st unix.Stat_t
+	if err == nil && (unix.Fstat(fd, &st) != nil || uint32(st.Mode)&unix.S_IFMT != unix.S_IFIFO) {
+		unix.Close(fd)
+		err = unix.EINVAL
+	}
+	if err != nil {
+		_ = unix.Unlink(path)
+		return d.Watch(ctx, slotKinds)
+	}
+	_ = unix.Fchmod(fd, perm.File())
+	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
+	signal := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	bell := os.NewFile(uintptr(fd), path) // non-blocking: joins the poller, Close interrupts a Read
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := bell.Read(buf); err != nil {
+				return
+			}
+			signal(queue)
+		}
+	}()
+	var mu sync.Mutex
+	var ino *os.File
+	listen := func(on bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !on || ino != nil {
+			return
+		}
+		f, err := d.watchSlots(slotKinds, func() { signal(slots) })
+		if err != nil {
+			signal(slots) // not watched: the poll remains, and a re-check now
+			return
+		}
+		ino = f
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = unix.Unlink(path)
+			bell.Close()
+			mu.Lock()
+			if ino != nil {
+				go ino.Close() // see Watch
+			}
+			mu.Unlock()
+		})
+	}
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return Wakeups{Slots: slots, Queue: queue, Listen: listen}, stop
+}
+
+// watchSlots starts an inotify watch of the store directory that calls
+// wake on a change to one of the slots' records; closing the file ends it.
+func (d *dirState) watchSlots(slotKinds []string, wake func()) (*os.File, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.InotifyAddWatch(fd, d.p.store.Dir(), storeMask|unix.IN_ONLYDIR); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	names := make(map[string]bool, len(slotKinds))
+	for _, kind := range slotKinds {
+		names[kind+".json"] = true
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	go func() {
+		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				mask := binary.NativeEndian.Uint32(buf[off+4:])
+				nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
+				start := off + unix.SizeofInotifyEvent
+				off = start + nameLen
+				if off > n {
+					break
+				}
+				name := strings.TrimRight(string(buf[start:off]), "\x00")
+				if mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 || names[name] {
+					wake()
+				}
+			}
+		}
+	}()
+	return f, nil
+}

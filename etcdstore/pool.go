@@ -454,6 +454,19 @@ func (b *Backend) prune(ctx context.Context, dir string, keep int64) {
 // leaves the queue (not at every heartbeat). Both get a value after a
 // watch had to be re-established.
 func (s *poolState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
+	return s.watch(ctx, slotKinds, false)
+}
+
+// WatchEntry is Watch for the waiter of one entry: it needs to know only
+// when entries leave the queue (one that joins does so behind it), so the
+// cluster sends it deletions only. Heartbeats rewrite every entry every
+// quarter of waiterStaleMs, and a watch of every change sent each of them
+// to every waiter: with 100 waiters, 100 times 100 events a cycle.
+func (s *poolState) WatchEntry(ctx context.Context, _ string, slotKinds []string) (pool.Wakeups, func()) {
+	return s.watch(ctx, slotKinds, true)
+}
+
+func (s *poolState) watch(ctx context.Context, slotKinds []string, leavesOnly bool) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
 	var listening atomic.Bool
 	listening.Store(true)
@@ -477,7 +490,7 @@ func (s *poolState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups
 		}
 	})
 	if err == nil {
-		err = s.b.follow(ctx, "watch the queue", s.prefix+queueDir, false, func(evs []*clientv3.Event) {
+		err = s.b.follow(ctx, "watch the queue", s.prefix+queueDir, leavesOnly, func(evs []*clientv3.Event) {
 			for _, ev := range evs {
 				if ev.Type == clientv3.EventTypeDelete || ev.IsCreate() {
 					signal(queue)

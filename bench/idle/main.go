@@ -12,6 +12,7 @@
 //
 //	go run bench/idle/main.go -n 1,10,50,200 -only lease,pool
 //	go run bench/idle/main.go -n 200 -base 1bb7e33     # the same, side by side with a commit
+//	go run bench/idle/main.go -n 100 -etcd etcd://127.0.0.1:2379/bench   # on etcd
 //
 // It builds the CLIs (CGO_ENABLED=0) into a temporary directory; with
 // -base it also builds that commit's (in a temporary git worktree) and
@@ -39,7 +40,9 @@ func main() {
 	settle := flag.Duration("settle", 3*time.Second, "pause after the last waiter started")
 	base := flag.String("base", "", "a commit to measure side by side (built in a git worktree)")
 	dir := flag.String("dir", "", "parent of the working directories (default: the system temporary directory)")
+	etcd := flag.String("etcd", "", "an etcd:// store URL under which each measurement gets a prefix of its own (default: directory stores)")
 	flag.Parse()
+	etcdBase = *etcd
 	if err := run(*ns, *only, *window, *settle, *base, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "idle:", err)
 		os.Exit(1)
@@ -47,6 +50,11 @@ func main() {
 }
 
 type build struct{ name, bin string }
+
+var (
+	etcdBase string
+	serial   int
+)
 
 func run(nsFlag, only string, window, settle time.Duration, base, parent string) error {
 	var ns []int
@@ -112,7 +120,7 @@ func run(nsFlag, only string, window, settle time.Duration, base, parent string)
 }
 
 func goBuild(src, out string) error {
-	cmd := exec.Command("go", "build", "-o", out+string(filepath.Separator), "./cmd/lease", "./cmd/pool")
+	cmd := exec.Command("go", "build", "-o", out+string(filepath.Separator), "./cmd/lease", "./cmd/pool", "./cmd/durable-lease-etcd")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -133,6 +141,10 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 	poolFile := filepath.Join(work, "pool.json")
 	if err := os.WriteFile(poolFile, []byte(`{"name":"idle","slots":[{"id":1}],"provision":"true"}`), 0o600); err != nil {
 		return 0, err
+	}
+	if etcdBase != "" {
+		serial++
+		store = fmt.Sprintf("%s/idle-%d-%s%d", etcdBase, os.Getpid(), kind, serial)
 	}
 	env := append(os.Environ(), "LEASE_STORE="+store, "HOME="+work)
 	hold := exec.Command(filepath.Join(bin, "lease"), "acquire", "--kind", "held", "--owner", "holder", "--ttl", "60")

@@ -42,6 +42,16 @@ var ErrUnsafeStore = errors.New("lease: unsafe store")
 // store (judged when it is made).
 func checkStoreDir(dir string) (perm storefile.Perm, exists bool, err error) {
 	var st unix.Stat_t
+	// A symbolic link at the store's path is followed only if it is the
+	// user's or root's: one another user planted (in a sticky /tmp, say)
+	// could be pointed elsewhere between the check and every later use.
+	if err := unix.Lstat(dir, &st); err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
+		if me := uint32(unix.Geteuid()); st.Uid != me && st.Uid != 0 {
+			db := readAccounts("/etc/passwd", "/etc/group")
+			return storefile.Private, true, fmt.Errorf("%w: %s is a symbolic link of another user's (%s; you are %s), who could point it at another directory at any moment. To fix it, name the directory it points to, or remove the link if it was planted",
+				ErrUnsafeStore, dir, db.user(st.Uid), db.user(me))
+		}
+	}
 	if err := unix.Stat(dir, &st); err != nil {
 		// Missing, or not reachable as a directory: the operations say
 		// what is wrong (a store that is a file, a parent it cannot
@@ -51,7 +61,19 @@ func checkStoreDir(dir string) (perm storefile.Perm, exists bool, err error) {
 	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFDIR {
 		return storefile.Private, false, nil
 	}
+	if uint32(st.Mode)&0o020 != 0 && hasAccessACL(dir) {
+		// The group bits are an ACL's mask: users the ACL names may write
+		// too, whatever the group's members.
+		return storefile.Private, true, fmt.Errorf("%w: %s (mode %04o) has an access ACL whose mask lets users it names write it. To fix it, setfacl -b %s and chmod 700 (a store of your own) or 2770 (a group store)",
+			ErrUnsafeStore, dir, uint32(st.Mode)&0o7777, dir)
+	}
 	return judgeStoreDir(dir, st.Uid, st.Gid, uint32(st.Mode)&0o7777, identity{})
+}
+
+// hasAccessACL reports whether dir carries a POSIX access ACL.
+func hasAccessACL(dir string) bool {
+	n, err := unix.Getxattr(dir, "system.posix_acl_access", nil)
+	return err == nil && n > 0
 }
 
 // identity is who the process is, for judging a store; zero fields are
@@ -257,6 +279,9 @@ func makeStoreDir(dir string) (storefile.Perm, error) {
 	if !errors.Is(err, fs.ErrExist) {
 		return storefile.Private, err
 	}
-	perm, _, err := checkStoreDir(dir)
+	perm, exists, err := checkStoreDir(dir)
+	if err == nil && !exists {
+		err = fmt.Errorf("%s exists but is not a directory that can be used (%w)", dir, unix.ENOTDIR)
+	}
 	return perm, err
 }

@@ -1,6 +1,7 @@
 package hosttest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,4 +297,124 @@ func between(s, from, to string) string {
 	}
 	v, _, _ := strings.Cut(rest, to)
 	return v
+}
+
+// A symbolic link another user planted at the store's path is refused,
+// even when it points at a directory of the user's own (it could be
+// pointed elsewhere at any moment); the directory is left alone.
+func TestPlantedSymlinkIsRefused(t *testing.T) {
+	needRoot(t)
+	top := scratch(t)
+	if err := os.Chmod(top, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(top, "rootdir")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mine, "app.json"), []byte("root's own file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, asNobody, top, nil, "ln", "-s", mine, filepath.Join(top, "leases"))
+	refused(t, nil, top, filepath.Join(top, "leases"), "is a symbolic link of another user's (nobody, uid 65534")
+	r := run(t, nil, top, 0o022, []string{"LEASE_STORE=" + filepath.Join(top, "leases")}, "lease", "reap", "--kind", "app", "--owner", "root-ci")
+	if r.exit != 2 {
+		t.Errorf("reap through the link: exit %d\n%s%s", r.exit, r.stdout, r.stderr)
+	}
+	if data, err := os.ReadFile(filepath.Join(mine, "app.json")); err != nil || string(data) != "root's own file\n" {
+		t.Errorf("the directory behind the link was touched: %q %v", data, err)
+	}
+	// The user's own link is followed.
+	own := filepath.Join(top, "own-link")
+	if err := os.Symlink(mine, own); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, nil, top, []string{"LEASE_STORE=" + own}, "lease", "status", "--kind", "k")
+}
+
+// A file of a group store that has another name (a hard link another
+// member planted to one of the user's files elsewhere) is never written
+// to, widened or shown.
+func TestHardLinkInAGroupStoreIsRefused(t *testing.T) {
+	needRoot(t)
+	top := scratch(t)
+	store := filepath.Join(top, "gs")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(store, 0, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(store, 0o770|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(top, "secret.conf")
+	if err := os.WriteFile(secret, []byte("password=1\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// As a member could where fs.protected_hardlinks is 0.
+	for _, name := range []string{"reaped.log", ".wait-k.flock", "k.json"} {
+		if err := os.Link(secret, filepath.Join(store, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"LEASE_STORE=" + store}
+	run(t, nil, top, 0o022, env, "lease", "release", "--kind", "j", "--owner", "root-ci", "--force")
+	mustRun(t, nil, top, env, "lease", "acquire", "--kind", "h", "--owner", "root-ci", "--ttl", "1")
+	run(t, nil, top, 0o022, env, "lease", "acquire", "--kind", "h", "--owner", "other", "--ttl", "1", "--wait-ms", "100")
+	st := run(t, nil, top, 0o022, env, "lease", "status", "--kind", "k")
+	if strings.Contains(st.stdout+st.stderr, "password") {
+		t.Errorf("status showed the linked file: %s%s", st.stdout, st.stderr)
+	}
+	fi, err := os.Stat(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(secret); string(data) != "password=1\n" || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the linked file was changed: %v %q", fi.Mode(), data)
+	}
+}
+
+// A user whose umask takes away its own permissions (0477, 0777) still
+// gets a working store with exact modes.
+func TestRestrictiveUmask(t *testing.T) {
+	needRoot(t)
+	top := scratch(t)
+	if err := os.Chown(top, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	pf := filepath.Join(top, "pool.json")
+	if err := os.WriteFile(pf, []byte(poolFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, umask := range []int{0o477, 0o777} {
+		store := filepath.Join(top, fmt.Sprintf("store-%o", umask))
+		env := []string{"LEASE_STORE=" + store}
+		for _, args := range [][]string{
+			{"lease", "acquire", "--kind", "k", "--owner", "ci", "--ttl", "1"},
+			{"lease", "release", "--kind", "k", "--owner", "ci", "--force"},
+			{"lease", "acquire", "--kind", "k", "--owner", "ci", "--ttl", "1"},
+			{"pool", "--pool", pf, "acquire", "--owner", "ci", "--no-wait"},
+		} {
+			if r := run(t, asNobody, top, umask, env, args[0], args[1:]...); r.exit != 0 {
+				t.Fatalf("umask %04o, %v: exit %d\n%s%s", umask, args, r.exit, r.stdout, r.stderr)
+			}
+		}
+		err := filepath.Walk(store, func(path string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			want := os.FileMode(0o600)
+			if fi.IsDir() {
+				want = os.ModeDir | 0o700
+			}
+			if got := fi.Mode() & (os.ModeType | os.ModePerm); got != want {
+				t.Errorf("umask %04o: %s is %v, want %v", umask, strings.TrimPrefix(path, top), got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

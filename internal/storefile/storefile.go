@@ -89,6 +89,14 @@ func openWith(path string, flags int, perm Perm) (int, error) {
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(uint32(st.Mode)))}
 		}
+		if st.Nlink != 1 && flags&unix.O_NOFOLLOW != 0 {
+			// A store file is made by this package or renamed into place,
+			// never linked: another name for it is a hard link someone
+			// planted (in a group store) to a file of the user's elsewhere,
+			// which must be neither written, widened nor shown.
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a file with %d hard links", ErrNotRegular, st.Nlink)}
+		}
 		if flags&unix.O_CREAT != 0 && uint32(st.Mode)&0o7777 != perm.File() && int(st.Uid) == unix.Geteuid() {
 			// New, or older than the store's rule (a 0644 file of the
 			// Node tool's): narrowed or widened to the store's mode.
@@ -315,23 +323,13 @@ func Mkdir(path string, perm Perm) error {
 	if err := unix.Mkdir(path, perm.Dir()&0o777); err != nil {
 		return &os.PathError{Op: "mkdir", Path: path, Err: err}
 	}
-	return chmodDir(path, perm)
-}
-
-// chmodDir sets the mode of the directory just made at path, through a
-// descriptor of that very directory (never following a symlink put in
-// its place).
-func chmodDir(path string, perm Perm) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	if err := unix.Fchmod(fd, perm.Dir()); err != nil {
+	if err := chmodDir(path, perm); err != nil {
+		_ = unix.Rmdir(path)
 		return &os.PathError{Op: "chmod", Path: path, Err: err}
 	}
 	return nil
 }
+
 
 // IsDir reports whether path is a real directory (not a symlink to one).
 func IsDir(path string) bool {

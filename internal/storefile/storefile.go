@@ -330,7 +330,6 @@ func Mkdir(path string, perm Perm) error {
 	return nil
 }
 
-
 // IsDir reports whether path is a real directory (not a symlink to one).
 func IsDir(path string) bool {
 	fi, err := os.Lstat(path)

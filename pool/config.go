@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -52,10 +51,12 @@ const maxDurationMs = lease.MaxTTLMinutes * 60_000
 type Config struct {
 	// File is the pool file's absolute path ("" when built in code).
 	File string
-	// Store is the store the pool file names ("store": a directory,
-	// resolved against the file's directory and the user's home, or a
+	// StoreField is the store the pool file names ("store", as written:
+	// a directory, relative to the file's directory or under ~, or a
 	// store URL), or "" for the default; --store and LEASE_STORE beat it.
-	Store         string
+	// [StoreFor] resolves it, only when it is used.
+	StoreField string
+	storeBase  string
 	Name          string
 	KindPrefix    string
 	QueueLockKind string
@@ -183,11 +184,12 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return nil, configErr("$.store", "must be a string: a directory or a store URL")
 		}
-		store, err := ResolveStoreField(v, baseDir, os.Getenv("HOME"))
-		if err != nil {
+		// Checked now, resolved when used: with HOME unset, a "~/…" store
+		// is an error only if no flag or LEASE_STORE beats it.
+		if _, err := ResolveStoreField(v, baseDir, "/"); err != nil {
 			return nil, err
 		}
-		c.Store = store
+		c.StoreField, c.storeBase = v, baseDir
 	}
 	if c.QueueLockKind == "" {
 		c.QueueLockKind = c.Name + "-queue"

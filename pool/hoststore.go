@@ -110,7 +110,10 @@ func RegistryDir(getenv func(string) string) string {
 // pool file it was opened from still describes the same pool on the
 // default store. A registration whose store or pool file is gone passes
 // to the new store. Nothing is checked when registry is "".
-func ClaimHostStore(c *Config, store, registry string, now time.Time) error {
+//
+// A read (register false) is checked the same way but records nothing,
+// so that a look from another checkout never claims the pool.
+func ClaimHostStore(c *Config, store, registry string, now time.Time, register bool) error {
 	if registry == "" || c.File == "" {
 		return nil
 	}
@@ -129,13 +132,13 @@ func ClaimHostStore(c *Config, store, registry string, now time.Time) error {
 	path := filepath.Join(registry, c.Name+"-"+id+".json")
 	var cur registration
 	if data, err := storefile.Read(path, maxRegistrationBytes); err == nil && json.Unmarshal(data, &cur) == nil &&
-		cur.Store != "" && cur.Store != store && stillServes(cur, id) {
+		cur.Store != "" && !sameDir(cur.Store, store) && stillServes(cur, id) {
 		return fmt.Errorf("%w: pool %q (%s) is already served on this host by the store %s, the default store of %s; "+
 			"this checkout's default store %s would hand out the same slots. Name one store for every checkout: "+
 			"\"store\": \"~/.local/state/durable-lease/leases\" in the pool file, or LEASE_STORE, or --store "+
 			"(if %s no longer uses this pool, remove %s)",
 			ErrStoreConflict, c.Name, c.File, cur.Store, cur.PoolFile, store, cur.PoolFile, path)
-	} else if err == nil && cur.Store == store && cur.PoolFile == c.File {
+	} else if !register || err == nil && sameDir(cur.Store, store) && sameFile(cur.PoolFile, c.File) {
 		return nil
 	}
 	data, _ := json.Marshal(registration{V: 1, Pool: c.Name, Identity: id, Store: store, PoolFile: c.File,
@@ -155,7 +158,7 @@ func stillServes(r registration, id string) bool {
 	if err != nil {
 		return !errors.Is(err, fs.ErrNotExist) && !isMissing(r.PoolFile)
 	}
-	return c.Store == "" && c.Identity() == id
+	return c.StoreField == "" && c.Identity() == id
 }
 
 func isMissing(path string) bool {
@@ -163,30 +166,103 @@ func isMissing(path string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// mkdirPrivate makes dir and its missing parents, the last one 0700.
+// sameDir reports whether a and b are one directory (by name, or reached
+// by two paths: a symbolic link, a bind mount); a missing one is no match.
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// sameFile is sameDir for the pool files.
+func sameFile(a, b string) bool { return sameDir(a, b) }
+
+// mkdirPrivate makes the registry directory dir and its missing parents
+// below the existing base (HOME or XDG_STATE_HOME), each 0700 whatever
+// the umask, and succeeds only if every one of them, from the base down,
+// is a real directory (no symbolic link) of the user's that nobody else
+// can write: a registry another user could change would let them claim
+// or free pools, or make this process write where they chose.
 func mkdirPrivate(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
+	base := dir
+	var below []string
+	for {
+		fi, err := os.Lstat(base)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", base)
+			}
+			break
 		}
-		return nil
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		below = append([]string{filepath.Base(base)}, below...)
+		parent := filepath.Dir(base)
+		if parent == base {
+			return fmt.Errorf("no existing directory above %s", dir)
+		}
+		base = parent
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	if err := ownDir(base); err != nil {
 		return err
 	}
-	if err := storefile.Mkdir(dir, storefile.Private); err != nil && !errors.Is(err, fs.ErrExist) {
+	for _, name := range below {
+		base = filepath.Join(base, name)
+		if err := storefile.Mkdir(base, storefile.Private); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	// Every component from HOME (or XDG_STATE_HOME) down.
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := ownDir(d); err != nil {
+			return err
+		}
+		if d == registryBase(dir) || d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// registryBase is the directory the registry dir hangs from: the part
+// above durable-lease/pools and the .local/state under HOME.
+func registryBase(dir string) string {
+	b := filepath.Dir(filepath.Dir(dir)) // above durable-lease/pools
+	if filepath.Base(b) == "state" && filepath.Base(filepath.Dir(b)) == ".local" {
+		return filepath.Dir(filepath.Dir(b))
+	}
+	return b
+}
+
+// ownDir checks that path is a real directory of the user's (or root's)
+// that neither its group nor others can write.
+func ownDir(path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
 		return err
+	}
+	me := uint32(unix.Geteuid())
+	switch {
+	case uint32(st.Mode)&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", path)
+	case st.Uid != me && st.Uid != 0:
+		return fmt.Errorf("%s belongs to uid %d", path, st.Uid)
+	case st.Mode&0o022 != 0 && uint32(st.Mode)&unix.S_ISVTX == 0:
+		return fmt.Errorf("%s is writable by others", path)
 	}
 	return nil
 }
 
 // StoreFor is where a pool's CLIs keep its leases: named (the --store
-// flag, or LEASE_STORE) if set, else the pool file's "store", else "" for
-// the default store, which the caller resolves and then passes to
-// [ClaimHostStore].
-func StoreFor(named string, c *Config) string {
-	if named != "" {
-		return named
+// flag, or LEASE_STORE) if set, else the pool file's "store" (resolved
+// now, against HOME for "~/…"), else "" for the default store, which the
+// caller resolves and then passes to [ClaimHostStore].
+func StoreFor(named string, c *Config) (string, error) {
+	if named != "" || c.StoreField == "" {
+		return named, nil
 	}
-	return c.Store
+	return ResolveStoreField(c.StoreField, c.storeBase, os.Getenv("HOME"))
 }

@@ -84,6 +84,16 @@ type env struct {
 	stderr io.Writer
 	cwd    string
 	args   []string // the command line, for a hand-off to another executable
+	// readOnly marks a verb that only reads the pool (status, history,
+	// top): on a default store it is checked against the host registry
+	// but never claims the pool there.
+	readOnly bool
+}
+
+// openRead is open for a verb that only reads the pool.
+func (e *env) openRead() (*pool.Pool, error) {
+	e.readOnly = true
+	return e.open(waitFlags{})
 }
 
 // open loads the pool file and opens the pool with the command's TTL and
@@ -112,14 +122,17 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 		return nil, cliparse.Usagef("%v", err)
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(e.g.OwnerPattern)}, clock...)
-	named := pool.StoreFor(e.g.Store, cfg)
+	named, err := pool.StoreFor(e.g.Store, cfg)
+	if err != nil {
+		return nil, err
+	}
 	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, lease.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}
 	_ = closeStore // the connection, if any, ends with the process
 	if named == "" {
-		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now()); err != nil {
+		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
 			return nil, err
 		}
 	}

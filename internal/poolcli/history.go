@@ -60,7 +60,7 @@ func (c *historyCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := e.open(waitFlags{})
+	p, err := e.openRead()
 	if err != nil {
 		return err
 	}

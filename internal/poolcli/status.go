@@ -80,7 +80,7 @@ func statusView(ctx context.Context, p *pool.Pool) (statusOut, error) {
 }
 
 func (c *statusCmd) Run(e *env) error {
-	p, err := e.open(waitFlags{})
+	p, err := e.openRead()
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (c *topCmd) Run(e *env) error {
 		return fmt.Errorf("%w: pool top serves directory and etcd:// stores; %s:// is not one of them",
 			lease.ErrInvalid, storeopen.Scheme(where))
 	}
-	p, err := e.open(waitFlags{})
+	p, err := e.openRead()
 	if err != nil {
 		return err
 	}

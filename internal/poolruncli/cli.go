@@ -370,7 +370,9 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		if cfg, err = pool.LoadFile(poolFile); err != nil {
 			return nil, nil, err
 		}
-		named = pool.StoreFor(c.Store, cfg)
+		if named, err = pool.StoreFor(c.Store, cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), lease.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
@@ -386,7 +388,7 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		return o, g, nil
 	}
 	if named == "" {
-		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now()); err != nil {
+		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now(), true); err != nil {
 			return nil, nil, err
 		}
 	}

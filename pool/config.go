@@ -55,8 +55,8 @@ type Config struct {
 	// a directory, relative to the file's directory or under ~, or a
 	// store URL), or "" for the default; --store and LEASE_STORE beat it.
 	// [StoreFor] resolves it, only when it is used.
-	StoreField string
-	storeBase  string
+	StoreField    string
+	storeBase     string
 	Name          string
 	KindPrefix    string
 	QueueLockKind string

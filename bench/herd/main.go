@@ -46,11 +46,31 @@ func main() {
 	bin := flag.String("bin", "", "directory holding prebuilt lease and pool binaries (default: build them)")
 	dir := flag.String("dir", "", "parent of the working directory (default: the system temporary directory)")
 	only := flag.String("only", "lease,pool", "which waiters to measure: lease, pool or both")
+	release := flag.String("release", "inproc", "how the holder releases: inproc (the library, from this process) or cli (lease release / pool release, a process of its own; timed from its start)")
 	flag.Parse()
+	if *release != "inproc" && *release != "cli" {
+		fmt.Fprintln(os.Stderr, "herd: -release must be inproc or cli")
+		os.Exit(2)
+	}
+	releaseByCLI = *release == "cli"
 	if err := run(*ns, *rounds, *settle, *bin, *dir, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "herd:", err)
 		os.Exit(1)
 	}
+}
+
+// releaseByCLI: release with the CLI in a process of its own, as a user's
+// hook or script does, instead of through the library in this process.
+var releaseByCLI bool
+
+// cliRelease runs bin/prog with args and fails unless it exits 0.
+func cliRelease(bin string, env []string, prog string, args ...string) error {
+	cmd := exec.Command(filepath.Join(bin, prog), args...)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %v: %v\n%s", prog, args, err, out)
+	}
+	return nil
 }
 
 func run(nsFlag string, rounds int, settle time.Duration, bin, dir, only string) error {
@@ -229,7 +249,12 @@ func leaseHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Du
 	for i := 0; i < rounds; i++ {
 		pause(settle)
 		start := time.Now()
-		if _, err := st.Release(ctx, kind, owner, token); err != nil {
+		if releaseByCLI {
+			err = cliRelease(bin, env, "lease", "release", "--kind", kind, "--owner", owner, "--token", token)
+		} else {
+			_, err = st.Release(ctx, kind, owner, token)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("round %d: release: %w", i, err)
 		}
 		l, err := h.holder(30 * time.Second)
@@ -300,7 +325,12 @@ func poolHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Dur
 		pause(settle)
 		first := h.order[0]
 		start := time.Now()
-		if _, err := p.Release(ctx, "1", owner, token, false); err != nil {
+		if releaseByCLI {
+			err = cliRelease(bin, env, "pool", "release", "--slot", "1", "--owner", owner, "--token", token)
+		} else {
+			_, err = p.Release(ctx, "1", owner, token, false)
+		}
+		if err != nil {
 			return nil, 0, fmt.Errorf("round %d: release: %w", i, err)
 		}
 		l, err := h.holder(30 * time.Second)

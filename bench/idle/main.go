@@ -103,12 +103,12 @@ func run(nsFlag, only string, window, settle time.Duration, base, parent string)
 			fmt.Printf("%-6s %-5d", kind, n)
 			var cores []float64
 			for _, b := range builds {
-				c, err := measure(b.bin, kind, n, window, settle, tmp)
+				c, ino, err := measure(b.bin, kind, n, window, settle, tmp)
 				if err != nil {
 					return err
 				}
 				cores = append(cores, c)
-				fmt.Printf("  %-18s", fmt.Sprintf("%.4f cores", c))
+				fmt.Printf("  %-18s", fmt.Sprintf("%.4f cores, %d ino", c, ino))
 			}
 			if len(cores) == 2 && cores[1] > 0 {
 				fmt.Printf("  %.3fx", cores[0]/cores[1])
@@ -130,17 +130,18 @@ func goBuild(src, out string) error {
 }
 
 // measure starts n waiters of kind on a held lease or slot in a fresh
-// store, lets them settle, and returns the cores they used in window.
-func measure(bin, kind string, n int, window, settle time.Duration, tmp string) (float64, error) {
+// store, lets them settle, and returns the cores they used in window and
+// how many inotify instances they hold at its end.
+func measure(bin, kind string, n int, window, settle time.Duration, tmp string) (cores float64, inotify int, err error) {
 	work, err := os.MkdirTemp(tmp, kind+"-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(work)
 	store := filepath.Join(work, "store")
 	poolFile := filepath.Join(work, "pool.json")
 	if err := os.WriteFile(poolFile, []byte(`{"name":"idle","slots":[{"id":1}],"provision":"true"}`), 0o600); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if etcdBase != "" {
 		serial++
@@ -161,7 +162,7 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 	}
 	hold.Env = env
 	if out, err := hold.CombinedOutput(); err != nil || !json.Valid(bytes.TrimSpace(out)) {
-		return 0, fmt.Errorf("holding the %s: %v\n%s", kind, err, out)
+		return 0, 0, fmt.Errorf("holding the %s: %v\n%s", kind, err, out)
 	}
 	var procs []*exec.Cmd
 	defer func() {
@@ -175,23 +176,32 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 		c.Env = env
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		procs = append(procs, c)
 	}
 	time.Sleep(settle)
 	before, err := ticks(procs)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	t0 := time.Now()
 	time.Sleep(window)
 	after, err := ticks(procs)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	const clkTck = 100 // sysconf(_SC_CLK_TCK) on Linux
-	return float64(after-before) / clkTck / time.Since(t0).Seconds(), nil
+	cores = float64(after-before) / clkTck / time.Since(t0).Seconds()
+	for _, p := range procs {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Process.Pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.Process.Pid, fd.Name())); l == "anon_inode:inotify" {
+				inotify++
+			}
+		}
+	}
+	return cores, inotify, nil
 }
 
 // ticks sums utime and stime of the processes, failing if one ended.

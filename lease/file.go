@@ -120,6 +120,11 @@ func (b *fileBackend) Read(_ context.Context, kind string) (*Record, error) {
 	return b.read(kind)
 }
 
+// peek implements [peeker].
+func (b *fileBackend) peek(_ context.Context, kind string) (*Record, error) {
+	return b.readRecord(kind, false)
+}
+
 func (b *fileBackend) read(kind string) (*Record, error) {
 	return b.readRecord(kind, true)
 }

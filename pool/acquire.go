@@ -88,7 +88,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 func (p *Pool) saturatedNow(ctx context.Context) error {
 	slots := make([]SlotStatus, 0, len(p.cfg.Slots))
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(ctx, s.Kind)
+		st, err := p.store.Peek(ctx, s.Kind)
 		if err != nil || st.State != lease.Held {
 			return nil
 		}
@@ -314,7 +314,7 @@ func (p *Pool) slotKinds() []string {
 func (p *Pool) refuseIfAllQuarantined(ctx context.Context) error {
 	slots := make([]SlotStatus, 0, len(p.cfg.Slots))
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(ctx, s.Kind)
+		st, err := p.store.Peek(ctx, s.Kind)
 		if err != nil {
 			return nil // the grant attempt reports it
 		}

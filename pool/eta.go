@@ -27,7 +27,7 @@ func (p *Pool) model(ctx context.Context, slots []SlotStatus) etaModel {
 	m := etaModel{avg: p.MovingAvg(ctx)}
 	if slots == nil {
 		for _, s := range p.cfg.Slots {
-			st, err := p.store.Status(ctx, s.Kind)
+			st, err := p.store.Peek(ctx, s.Kind)
 			if err != nil {
 				continue
 			}

@@ -123,7 +123,7 @@ type slotPayload struct {
 // it is not this entry's turn or every free slot was lost to a racer, and
 // ErrQueueEntryLost when the entry is no longer queued.
 func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
-	p.sweep(ctx, owner)
+	p.sweepIfStale(ctx, owner)
 	live, err := p.queue(ctx)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 	var free []*Slot
 	grantedAhead, quarantined := 0, 0
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(ctx, s.Kind)
+		st, err := p.store.Peek(ctx, s.Kind)
 		if err != nil {
 			return nil, err
 		}

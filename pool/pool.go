@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -60,6 +61,10 @@ type Pool struct {
 	notify func(context.Context, Nudge)
 	log    io.Writer
 	env    []string
+	// swept is when this process last swept the pool (Unix ns), so that
+	// an attempt right after the enqueue's sweep does not read every slot
+	// again (see sweepIfStale).
+	swept atomic.Int64
 }
 
 type commands struct {

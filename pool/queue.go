@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -120,6 +121,19 @@ func (p *Pool) dequeue(ctx context.Context, id, owner string) error {
 	return err
 }
 
+// sweepAgain is how soon after a sweep of this process a grant attempt
+// sweeps again: the enqueue that comes before the first attempt has just
+// read every slot, and a holder found dead a moment later is reaped by the
+// next attempt.
+const sweepAgain = 250 * time.Millisecond
+
+// sweepIfStale sweeps unless this process swept within sweepAgain.
+func (p *Pool) sweepIfStale(ctx context.Context, owner string) {
+	if time.Since(time.Unix(0, p.swept.Load())) >= sweepAgain {
+		p.sweep(ctx, owner)
+	}
+}
+
 // Swept reports what a sweep removed.
 type Swept struct {
 	ReapedSlots    []ReapedSlot `json:"reapedSlots"`
@@ -140,9 +154,10 @@ type ReapedSlot struct {
 // by enqueue and pump, not on every waiter's wake-up: a directory scan
 // would grow with the number of grants.)
 func (p *Pool) sweep(ctx context.Context, owner string) Swept {
+	p.swept.Store(time.Now().UnixNano())
 	sw := Swept{ReapedSlots: []ReapedSlot{}, DroppedEntries: []Entry{}}
 	for _, s := range p.cfg.Slots {
-		st, err := p.store.Status(ctx, s.Kind)
+		st, err := p.store.Peek(ctx, s.Kind)
 		if err != nil || st.State != lease.Unknown {
 			continue
 		}

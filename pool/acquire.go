@@ -143,7 +143,11 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	nextCheck := time.Now().Add(p.poll)
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
-	attempt, near, check := true, true, false
+	// near: the entry could be granted a slot now; front: it is among the
+	// entries rung when the queue moves (bell_unix.go), which re-check at
+	// every poll, so a queue change nobody rang (the Node tool's) reaches
+	// them within a poll. The others re-check at their heartbeat.
+	attempt, near, front, check := true, true, true, false
 	// A store that cannot be reached for a moment (an etcd election, a
 	// network blip) is waited out while the entry can still be alive: the
 	// entry lapses after waiterStaleMs without a heartbeat anyway.
@@ -175,6 +179,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			// the slots.
 			var idx int
 			near, idx = p.mayGrant(ctx, e.ID)
+			front = idx < len(p.cfg.Slots)+bellMargin
 			attempt = attempt || near
 			if idx >= 0 && !attempt {
 				report(p.position(ctx, e.ID, idx))
@@ -205,7 +210,9 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 				wake.stop, watching = stop, true
 				continue // attempt again: a release before the watch began is not missed
 			}
-			near, _ = p.mayGrant(ctx, e.ID)
+			var idx int
+			near, idx = p.mayGrant(ctx, e.ID)
+			front = idx < len(p.cfg.Slots)+bellMargin
 			wake.Listen(near)
 			attempt = false
 		}
@@ -226,7 +233,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		// missed event costs at most that); one further back at its
 		// heartbeat, woken sooner by its bell or the queue's watch.
 		next := nextBeat
-		if near && nextCheck.Before(next) {
+		if front && nextCheck.Before(next) {
 			next = nextCheck
 		}
 		if !timer.Stop() {
@@ -257,7 +264,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		case <-wake.Queue:
 			check = true // Listen(true) comes before the attempt, so no release is missed
 		case <-timer.C:
-			if now := time.Now(); !now.Before(nextCheck) || !near {
+			if now := time.Now(); !now.Before(nextCheck) || !front {
 				nextCheck = now.Add(p.poll)
 				check = true
 			}

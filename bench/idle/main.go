@@ -174,6 +174,12 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 	for i := range n {
 		c := exec.Command(prog, args(i)...)
 		c.Env = env
+		logf, err := os.Create(filepath.Join(work, fmt.Sprintf("waiter-%d.log", i)))
+		if err != nil {
+			return 0, 0, err
+		}
+		c.Stdout, c.Stderr = logf, logf
+		defer logf.Close()
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
 			return 0, 0, err
@@ -209,14 +215,16 @@ func ticks(procs []*exec.Cmd) (int64, error) {
 	var sum int64
 	for _, p := range procs {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
-		if err != nil {
-			return 0, fmt.Errorf("waiter %d ended early: %v", p.Process.Pid, err)
-		}
 		s := string(data)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if fields[0] == "Z" {
-			return 0, fmt.Errorf("waiter %d ended early", p.Process.Pid)
+		if err != nil || strings.Fields(s[strings.LastIndexByte(s, ')')+2:])[0] == "Z" {
+			out := ""
+			if f, ok := p.Stdout.(*os.File); ok {
+				b, _ := os.ReadFile(f.Name())
+				out = string(b)
+			}
+			return 0, fmt.Errorf("waiter %d (%s) ended early: %q", p.Process.Pid, strings.Join(p.Args[1:], " "), out)
 		}
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 		for _, f := range fields[11:13] { // utime, stime
 			v, _ := strconv.ParseInt(f, 10, 64)
 			sum += v

@@ -123,7 +123,7 @@ type slotPayload struct {
 // it is not this entry's turn or every free slot was lost to a racer, and
 // ErrQueueEntryLost when the entry is no longer queued.
 func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
-	p.sweep(ctx, owner)
+	p.sweepIfStale(ctx, owner)
 	live, err := p.queue(ctx)
 	if err != nil {
 		return nil, err

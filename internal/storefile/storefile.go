@@ -89,11 +89,13 @@ func openWith(path string, flags int, perm Perm) (int, error) {
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", ErrNotRegular, kindOf(uint32(st.Mode)))}
 		}
-		if st.Nlink != 1 && flags&unix.O_NOFOLLOW != 0 {
+		if st.Nlink > 1 && flags&unix.O_NOFOLLOW != 0 {
 			// A store file is made by this package or renamed into place,
 			// never linked: another name for it is a hard link someone
 			// planted (in a group store) to a file of the user's elsewhere,
-			// which must be neither written, widened nor shown.
+			// which must be neither written, widened nor shown. (No link at
+			// all is a file replaced by a rename since it was opened: the
+			// whole older version, as lock-free readers expect.)
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a file with %d hard links", ErrNotRegular, st.Nlink)}
 		}

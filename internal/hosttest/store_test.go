@@ -156,24 +156,7 @@ func TestStoreIsPrivateWhateverTheUmask(t *testing.T) {
 		_, err := os.Stat(filepath.Join(store, "p", "nudges.jsonl"))
 		return err == nil
 	})
-	seen := map[string]bool{}
-	err := filepath.Walk(store, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		seen[filepath.Base(path)] = true
-		want := os.FileMode(0o600)
-		if fi.IsDir() {
-			want = os.ModeDir | 0o700
-		}
-		if got := fi.Mode() & (os.ModeType | os.ModePerm | os.ModeSetgid); got != want {
-			t.Errorf("%s is %v, want %v", strings.TrimPrefix(path, top), got, want)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seen := checkTree(t, top, store, 0o600, os.ModeDir|0o700, -1)
 	for _, name := range []string{"k.json", "reaped.log", "p", "queue.json", "grants", "pool.log", "nudges.jsonl"} {
 		if !seen[name] {
 			t.Errorf("no %s was made, so its mode was not checked (saw %v)", name, seen)
@@ -269,25 +252,37 @@ func TestGroupStoreIsShared(t *testing.T) {
 	if r := run(t, asNobody, top, 0o022, env, "pool", "--pool", pf, "release", "--slot", "2", "--owner", "nobody-ci", "--token", tok); r.exit != 0 {
 		t.Errorf("nobody's release: exit %d %s%s", r.exit, r.stdout, r.stderr)
 	}
-	err := filepath.Walk(store, func(path string, fi os.FileInfo, err error) error {
+	checkTree(t, top, store, 0o660, os.ModeDir|os.ModeSetgid|0o770, nobody)
+}
+
+// checkTree fails t for any file under root whose mode (type, permission
+// and set-group-ID bits) is not file, or directory (root included) not
+// dir, or, if gid is not -1, whose group is not gid; names are shown
+// relative to top. It returns the base names it saw.
+func checkTree(t *testing.T, top, root string, file, dir os.FileMode, gid int) map[string]bool {
+	t.Helper()
+	seen := map[string]bool{}
+	err := filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		want := os.FileMode(0o660)
+		seen[filepath.Base(path)] = true
+		want := file
 		if fi.IsDir() {
-			want = os.ModeDir | os.ModeSetgid | 0o770
+			want = dir
 		}
 		if got := fi.Mode() & (os.ModeType | os.ModePerm | os.ModeSetgid); got != want {
 			t.Errorf("%s is %v, want %v", strings.TrimPrefix(path, top), got, want)
 		}
-		if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != nobody {
-			t.Errorf("%s has group %d, want the store's (%d)", strings.TrimPrefix(path, top), gid, nobody)
+		if g := fi.Sys().(*syscall.Stat_t).Gid; gid >= 0 && g != uint32(gid) {
+			t.Errorf("%s has group %d, want the store's (%d)", strings.TrimPrefix(path, top), g, gid)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return seen
 }
 
 func between(s, from, to string) string {
@@ -400,21 +395,7 @@ func TestRestrictiveUmask(t *testing.T) {
 				t.Fatalf("umask %04o, %v: exit %d\n%s%s", umask, args, r.exit, r.stdout, r.stderr)
 			}
 		}
-		err := filepath.Walk(store, func(path string, fi os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			want := os.FileMode(0o600)
-			if fi.IsDir() {
-				want = os.ModeDir | 0o700
-			}
-			if got := fi.Mode() & (os.ModeType | os.ModePerm); got != want {
-				t.Errorf("umask %04o: %s is %v, want %v", umask, strings.TrimPrefix(path, top), got, want)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		t.Logf("umask %04o", umask)
+		checkTree(t, top, store, 0o600, os.ModeDir|0o700, -1)
 	}
 }

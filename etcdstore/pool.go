@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -454,30 +455,123 @@ func (b *Backend) prune(ctx context.Context, dir string, keep int64) {
 // leaves the queue (not at every heartbeat). Both get a value after a
 // watch had to be re-established.
 func (s *poolState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
-	return s.watch(ctx, slotKinds, false)
+	return s.watch(ctx, slotKinds)
 }
 
-// WatchEntry is Watch for the waiter of one entry: it needs to know only
-// when entries leave the queue (one that joins does so behind it), so the
-// cluster sends it deletions only. Heartbeats rewrite every entry every
-// quarter of waiterStaleMs, and a watch of every change sent each of them
-// to every waiter: with 100 waiters, 100 times 100 events a cycle.
-func (s *poolState) WatchEntry(ctx context.Context, _ string, slotKinds []string) (pool.Wakeups, func()) {
-	return s.watch(ctx, slotKinds, true)
-}
-
-func (s *poolState) watch(ctx context.Context, slotKinds []string, leavesOnly bool) (pool.Wakeups, func()) {
+// WatchEntry is Watch for the waiter of one entry, which only needs to
+// know when its turn may have come. It watches the keys of the entries
+// just ahead of its own, never the whole queue (a watch of every change
+// sent each heartbeat, and then each departure, to every waiter: with 100
+// waiters, 100 events for each), and the slots only once the waiter
+// listens to them (see [poolState.followAhead]).
+func (s *poolState) WatchEntry(ctx context.Context, id string, slotKinds []string) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
-	var listening atomic.Bool
-	listening.Store(true)
-	w := pool.Wakeups{Slots: slots, Queue: queue, Listen: func(on bool) { listening.Store(on) }}
 	ctx, cancel := context.WithCancel(ctx)
+	var listening atomic.Bool
+	var mu sync.Mutex
+	following := false
+	listen := func(on bool) {
+		listening.Store(on)
+		if !on {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if following {
+			return
+		}
+		if s.followSlots(ctx, slotKinds, &listening, slots) == nil {
+			following = true
+			// A release before the watch was confirmed would be missed:
+			// the waiter tries once more now. (Without the watch, it tries
+			// at its polls.)
+			signal(slots)
+		}
+	}
+	go s.followAhead(ctx, id, len(slotKinds), queue)
+	return pool.Wakeups{Slots: slots, Queue: queue, Listen: listen}, cancel
+}
+
+// followAhead wakes the waiter of entry id (a value on queue) when it
+// enters the front of the queue (its first nslots+[pool.FrontMargin]
+// entries), and again when it could be granted a slot (among the first
+// nslots); from then on the slots' watch wakes it.
+//
+// The entries ahead of a waiter only ever leave (a new one is created
+// behind every existing one, and the order is the create revision). So a
+// waiter with i entries ahead of it gets fewer than k ahead only after one
+// of the k entries just ahead of it has left: it watches those k keys
+// alone (etcd's recipe, each waiter watching its predecessor, for k slots),
+// and reads the queue's keys again when one is deleted. The entries just
+// ahead of it leave when their own turn comes, so a waiter is woken about
+// once on its way to the front: a departure at the head, a heartbeat, an
+// entry joining behind it, none of them reaches it.
+func (s *poolState) followAhead(ctx context.Context, id string, nslots int, queue chan struct{}) {
+	dir := s.prefix + queueDir
+	me := dir + id
+	front := nslots + pool.FrontMargin
+	for ctx.Err() == nil {
+		var resp *clientv3.GetResponse
+		err := s.b.request(ctx, "read the queue", func(ctx context.Context) (err error) {
+			resp, err = s.b.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+			return err
+		})
+		if err != nil {
+			signal(queue) // the waiter reads for itself, and reports what it finds
+			if !sleepCtx(ctx, s.b.opts.RequestTimeout/10) {
+				return
+			}
+			continue
+		}
+		var ahead []string
+		found := false
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) == me {
+				found = true
+				break
+			}
+			if kv.Lease != 0 { // a key bound to no lease is not an entry (readQueue)
+				ahead = append(ahead, string(kv.Key))
+			}
+		}
+		if !found {
+			signal(queue) // gone: its next attempt reports it
+			return
+		}
+		watch := front
+		switch idx := len(ahead); {
+		case idx >= front:
+		case idx >= nslots:
+			watch = nslots
+			signal(queue) // in the front: it re-checks at its polls from now on
+		default:
+			signal(queue) // it may be granted: the slots' watch takes over
+			return
+		}
+		deleted, err := s.b.awaitDeletes(ctx, dir, ahead[len(ahead)-watch:], resp.Header.Revision+1)
+		if err != nil {
+			return
+		}
+		if !deleted {
+			signal(queue) // something may have been missed
+			if !sleepCtx(ctx, s.b.opts.RequestTimeout/10) {
+				return
+			}
+		}
+	}
+}
+
+// followSlots signals slots when one of the slots' keys is deleted while
+// listening is set, and after the watch had to be re-established. It
+// returns once the cluster has confirmed the watch.
+func (s *poolState) followSlots(ctx context.Context, slotKinds []string, listening *atomic.Bool, slots chan struct{}) error {
 	kinds := make(map[string]bool, len(slotKinds))
 	for _, k := range slotKinds {
 		kinds[k] = true
 	}
 	leases := s.b.loc.Prefix + leasesDir
-	err := s.b.follow(ctx, "watch the slots", leases, true, func(evs []*clientv3.Event) {
+	return s.b.follow(ctx, "watch the slots", leases, true, func(evs []*clientv3.Event) {
 		for _, ev := range evs {
 			kind, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), leases), "/")
 			if kinds[kind] && listening.Load() {
@@ -489,8 +583,17 @@ func (s *poolState) watch(ctx context.Context, slotKinds []string, leavesOnly bo
 			signal(slots)
 		}
 	})
+}
+
+func (s *poolState) watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
+	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
+	listening := new(atomic.Bool)
+	listening.Store(true)
+	w := pool.Wakeups{Slots: slots, Queue: queue, Listen: func(on bool) { listening.Store(on) }}
+	ctx, cancel := context.WithCancel(ctx)
+	err := s.followSlots(ctx, slotKinds, listening, slots)
 	if err == nil {
-		err = s.b.follow(ctx, "watch the queue", s.prefix+queueDir, leavesOnly, func(evs []*clientv3.Event) {
+		err = s.b.follow(ctx, "watch the queue", s.prefix+queueDir, false, func(evs []*clientv3.Event) {
 			for _, ev := range evs {
 				if ev.Type == clientv3.EventTypeDelete || ev.IsCreate() {
 					signal(queue)

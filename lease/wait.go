@@ -8,16 +8,37 @@ import (
 	"time"
 )
 
-// waitLiner is implemented by backends that can line up the waiters of a
-// kind, so that a release wakes one waiter instead of all of them (a herd
-// racing for the guard, which made a hand-off with 50 waiters take up to
-// seconds).
-type waitLiner interface {
-	// lineUp joins the line of kind's waiters. turn delivers nil once the
-	// caller is at the head of the line (or an error: the line is then
-	// unusable, and the caller waits without it). leave gives the place
-	// or the turn back; it may be called at any time, and more than once.
-	lineUp(kind string) (turn <-chan error, leave func(), err error)
+// A WaitLiner is a [Backend] that can line up the waiters of a kind, so
+// that a release wakes one waiter instead of all of them (a herd racing
+// for the record, which made a hand-off with 50 waiters take up to
+// seconds). It is optional: [Store.AcquireWait] uses it when the backend
+// has it.
+//
+// LineUp joins the line of kind's waiters. An error means the line cannot
+// be used: the caller then waits without it, as every waiter on a backend
+// without a line does. The line only orders waiters: it never decides who
+// holds the lease (the head still has to acquire it like anyone else), so
+// a line that fails, or two waiters that both believe they are the head,
+// can cost time but never exclusivity.
+type WaitLiner interface {
+	LineUp(ctx context.Context, kind string) (Place, error)
+}
+
+// A Place is a waiter's place in a kind's line (see [WaitLiner]).
+type Place struct {
+	// Turn delivers nil once the waiter is at the head of the line, or an
+	// error: the line became unusable, and the waiter goes on without it.
+	Turn <-chan error
+	// Leave gives the place or the turn back. It may be called at any
+	// time, and more than once.
+	Leave func()
+	// Recheck is how often a waiter behind the head reads the record
+	// itself, in case the head has stopped without leaving (0: every
+	// lineCheckFactor poll intervals). A line whose places lapse by
+	// themselves when their waiter stops (etcd: a key bound to the
+	// waiter's own etcd lease) needs the net only as a last resort and
+	// sets it long, so that idle waiters cost nothing.
+	Recheck time.Duration
 }
 
 // lineCheckFactor: a waiter behind the head of the line reads the record
@@ -42,7 +63,7 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 		return nil, err
 	}
 	start := time.Now()
-	liner, ok := s.b.(waitLiner)
+	liner, ok := s.b.(WaitLiner)
 	if !ok {
 		return s.waitHead(ctx, r, start, nil)
 	}
@@ -53,18 +74,21 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 	if !errors.As(err, &held) {
 		return acquired(acq, err)
 	}
-	turn, leave, err := liner.lineUp(r.Kind)
+	place, err := liner.LineUp(ctx, r.Kind)
 	if err != nil {
 		return s.waitHead(ctx, r, start, held)
 	}
-	defer leave()
+	defer place.Leave()
 	check := max(lineCheckFactor*s.opts.pollInterval, time.Millisecond)
+	if place.Recheck > 0 {
+		check = place.Recheck
+	}
 	timer := time.NewTimer(check/2 + rand.N(check))
 	defer timer.Stop()
 	freeSeen := false
 	for {
 		select {
-		case err := <-turn:
+		case err := <-place.Turn:
 			_ = err // with or without the line, the head waits the same way
 			return s.waitHead(ctx, r, start, held)
 		case <-ctx.Done():

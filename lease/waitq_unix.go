@@ -3,6 +3,7 @@
 package lease
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,7 +22,7 @@ import (
 // with a dot.
 func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 
-// lineUp implements [waitLiner] with an exclusive flock(2) on kind's wait
+// LineUp implements [WaitLiner] with an exclusive flock(2) on kind's wait
 // file: the waiter holding it is the head. The processes waiting for it
 // block in flock(2), so the kernel wakes one of them when the head leaves
 // and none before: an idle line costs nothing. Within a process the
@@ -34,7 +35,7 @@ func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 // The file is opened like every store file (no symlink, a regular file
 // only, never blocking on open); anything else there makes the line
 // unusable and the caller waits without it.
-func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
+func (b *fileBackend) LineUp(_ context.Context, kind string) (Place, error) {
 	path := filepath.Join(b.dir, waitFileName(kind))
 	lines.Lock()
 	defer lines.Unlock()
@@ -42,7 +43,7 @@ func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
 	if ln == nil {
 		f, err := storefile.OpenLock(path, b.perm())
 		if err != nil {
-			return nil, nil, err
+			return Place{}, err
 		}
 		ln = &line{path: path, f: f}
 		lines.m[path] = ln
@@ -51,7 +52,7 @@ func (b *fileBackend) lineUp(kind string) (<-chan error, func(), error) {
 	w := &lineWaiter{turn: make(chan error, 1), done: make(chan struct{})}
 	ln.waiting = append(ln.waiting, w)
 	var once sync.Once
-	return w.turn, func() { once.Do(func() { ln.leave(w) }) }, nil
+	return Place{Turn: w.turn, Leave: func() { once.Do(func() { ln.leave(w) }) }}, nil
 }
 
 // lines are this process's lines, by wait file.

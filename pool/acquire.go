@@ -179,7 +179,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			// the slots.
 			var idx int
 			near, idx = p.mayGrant(ctx, e.ID)
-			front = idx < len(p.cfg.Slots)+bellMargin
+			front = idx < len(p.cfg.Slots)+FrontMargin
 			attempt = attempt || near
 			if idx >= 0 && !attempt {
 				report(p.position(ctx, e.ID, idx))
@@ -212,7 +212,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			}
 			var idx int
 			near, idx = p.mayGrant(ctx, e.ID)
-			front = idx < len(p.cfg.Slots)+bellMargin
+			front = idx < len(p.cfg.Slots)+FrontMargin
 			wake.Listen(near)
 			attempt = false
 		}
@@ -278,6 +278,14 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 type entryWatcher interface {
 	WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func())
 }
+
+// FrontMargin is how many waiters behind the first len(slots), those that
+// could be granted a slot, belong to the front of the queue. A waiter in
+// the front re-checks the queue at every poll, and the stores wake it
+// when a change moves it (the directory store's bells, etcd's predecessor
+// watches), so that its position stays live and it is ready when its turn
+// comes; a waiter further back is woken only when it enters the front.
+const FrontMargin = 3
 
 // beat is how often a waiter heartbeats its queue entry: a quarter of
 // waiterStaleMs (so three heartbeats can be missed before it lapses), and

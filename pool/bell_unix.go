@@ -13,17 +13,13 @@ import (
 // waiter and removed when it stops waiting (or, if it died, when its entry
 // is dropped as stale). Whoever rewrites queue.json rings the bells of the
 // entries that the change moved into, or within, the front of the queue
-// (the first len(slots)+bellMargin entries): those are the waiters whose
+// (the first len(slots)+[FrontMargin] entries): those are the waiters whose
 // turn may have come, or whose position a person may be watching. No one
 // else is woken, and an entry's heartbeat, which moves nobody, rings
 // nothing. The bells are local to this implementation (docs/PROTOCOL.md
 // §6.12): the Node tool neither rings nor reads them, and this
 // implementation's waiters still re-check the queue at their poll.
 const bellPrefix = ".bell-"
-
-// bellMargin is how many waiters behind those that could be granted are
-// rung when they move, so that the next ones' positions stay live.
-const bellMargin = 3
 
 func (d *dirState) bellPath(id string) string { return filepath.Join(d.dir, bellPrefix+id) }
 

@@ -71,7 +71,7 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 			return err
 		}
 		dropped = stale
-		ring = toRing(all, next, len(d.p.cfg.Slots)+bellMargin)
+		ring = toRing(all, next, len(d.p.cfg.Slots)+FrontMargin)
 		return nil
 	})
 	// After the lock: a woken waiter reads the queue at once.

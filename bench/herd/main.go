@@ -16,7 +16,8 @@
 //
 // It builds the CLIs (CGO_ENABLED=0) into a temporary directory, or uses
 // the ones in -bin, and works in another temporary directory (-dir picks
-// its parent, for example /dev/shm for tmpfs).
+// its parent, for example /dev/shm for tmpfs). With -etcd URL each
+// measurement gets a store of its own under that etcd:// URL.
 package main
 
 import (
@@ -35,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -47,7 +49,9 @@ func main() {
 	dir := flag.String("dir", "", "parent of the working directory (default: the system temporary directory)")
 	only := flag.String("only", "lease,pool", "which waiters to measure: lease, pool or both")
 	release := flag.String("release", "inproc", "how the holder releases: inproc (the library, from this process) or cli (lease release / pool release, a process of its own; timed from its start)")
+	etcd := flag.String("etcd", "", "an etcd:// store URL under which each measurement gets a prefix of its own (default: directory stores)")
 	flag.Parse()
+	etcdBase = *etcd
 	if *release != "inproc" && *release != "cli" {
 		fmt.Fprintln(os.Stderr, "herd: -release must be inproc or cli")
 		os.Exit(2)
@@ -62,6 +66,28 @@ func main() {
 // releaseByCLI: release with the CLI in a process of its own, as a user's
 // hook or script does, instead of through the library in this process.
 var releaseByCLI bool
+
+// etcdBase, when set, is the etcd:// URL under which each measurement
+// gets a store of its own.
+var etcdBase string
+
+// storeFor is the store of one measurement: a directory under work, or a
+// prefix of its own under etcdBase.
+func storeFor(work string) string {
+	if etcdBase == "" {
+		return filepath.Join(work, "store")
+	}
+	return fmt.Sprintf("%s/herd-%d-%s", etcdBase, os.Getpid(), filepath.Base(work))
+}
+
+// openStore opens the store of one measurement in this process.
+func openStore(store string) (*lease.Store, error) {
+	if etcdBase == "" {
+		return lease.Open(store)
+	}
+	st, _, err := etcdstore.OpenStore(context.Background(), store)
+	return st, err
+}
 
 // cliRelease runs bin/prog with args and fails unless it exits 0.
 func cliRelease(bin string, env []string, prog string, args ...string) error {
@@ -89,7 +115,7 @@ func run(nsFlag string, rounds int, settle time.Duration, bin, dir, only string)
 	defer os.RemoveAll(tmp)
 	if bin == "" {
 		bin = filepath.Join(tmp, "bin")
-		cmd := exec.Command("go", "build", "-o", bin+"/", "./cmd/lease", "./cmd/pool")
+		cmd := exec.Command("go", "build", "-o", bin+"/", "./cmd/lease", "./cmd/pool", "./cmd/durable-lease-etcd")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building the CLIs (run from the repository root): %v\n%s", err, out)
@@ -219,11 +245,11 @@ func pause(settle time.Duration) {
 
 // leaseHerd: n `lease acquire --wait-ms` processes on one kind.
 func leaseHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Duration, error) {
-	store := filepath.Join(work, "store")
+	store := storeFor(work)
 	if err := os.MkdirAll(work, 0o777); err != nil {
 		return nil, err
 	}
-	st, err := lease.Open(store)
+	st, err := openStore(store)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +307,7 @@ func leaseHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Du
 // poolHerd: n `pool acquire` processes on a one-slot pool. It also counts
 // hand-offs that did not go to the longest-waiting process.
 func poolHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Duration, int, error) {
-	store := filepath.Join(work, "store")
+	store := storeFor(work)
 	if err := os.MkdirAll(work, 0o777); err != nil {
 		return nil, 0, err
 	}
@@ -289,7 +315,7 @@ func poolHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Dur
 	if err := os.WriteFile(poolFile, []byte(`{"slots":[{"id":1}]}`), 0o666); err != nil {
 		return nil, 0, err
 	}
-	st, err := lease.Open(store)
+	st, err := openStore(store)
 	if err != nil {
 		return nil, 0, err
 	}

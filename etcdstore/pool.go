@@ -531,9 +531,11 @@ func (s *poolState) followAhead(ctx context.Context, id string, nslots int, queu
 				found = true
 				break
 			}
-			if kv.Lease != 0 { // a key bound to no lease is not an entry (readQueue)
-				ahead = append(ahead, string(kv.Key))
-			}
+			// A key that is not an entry (readQueue) counts here too: the
+			// keys alone cannot tell, and counting it only wakes the
+			// waiter later, never wrongly; the next change of the queue
+			// deletes it.
+			ahead = append(ahead, string(kv.Key))
 		}
 		if !found {
 			signal(queue) // gone: its next attempt reports it

@@ -139,8 +139,15 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	}
 	var last Position
 	nextBeat := time.Time{}
+	var stamped time.Time // the entry's stamp in the queue, as far as this waiter knows
 	beat := p.beat()
 	nextCheck := time.Now().Add(p.poll)
+	// A waiter behind the front re-checks every quarter of waiterStaleMs,
+	// in case a change rang no bell (the Node tool's), and to keep its
+	// position live; where a heartbeat is a touch, it beats more often
+	// than that, without reading anything.
+	backCheck := max(p.poll, p.cfg.WaiterStale/4)
+	nextBack := time.Now().Add(backCheck)
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	// near: the entry could be granted a slot now; front: it is among the
@@ -217,15 +224,18 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			attempt = false
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
-			pos, err := p.heartbeatEntry(ctx, e.ID, owner)
-			switch {
-			case errors.Is(err, ErrQueueBusy):
-				fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
-			case unreachable(err):
-			case err != nil:
-				return nil, err
-			default:
-				report(pos)
+			if !p.touchOnly(e.ID, stamped) {
+				pos, at, err := p.heartbeatEntry(ctx, e.ID, owner)
+				switch {
+				case errors.Is(err, ErrQueueBusy):
+					fmt.Fprintf(p.log, "pool: %v; still waiting\n", err)
+				case unreachable(err):
+				case err != nil:
+					return nil, err
+				default:
+					report(pos)
+					stamped = at
+				}
 			}
 			nextBeat = now.Add(beat)
 		}
@@ -264,8 +274,8 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		case <-wake.Queue:
 			check = true // Listen(true) comes before the attempt, so no release is missed
 		case <-timer.C:
-			if now := time.Now(); !now.Before(nextCheck) || !front {
-				nextCheck = now.Add(p.poll)
+			if now := time.Now(); !now.Before(nextCheck) || !front && !now.Before(nextBack) {
+				nextCheck, nextBack = now.Add(p.poll), now.Add(backCheck)
 				check = true
 			}
 		}
@@ -287,11 +297,20 @@ type entryWatcher interface {
 // comes; a waiter further back is woken only when it enters the front.
 const FrontMargin = 3
 
-// beat is how often a waiter heartbeats its queue entry: a quarter of
-// waiterStaleMs (so three heartbeats can be missed before it lapses), and
-// never more often than it polls. Each heartbeat rewrites the queue, which
-// every other waiter of the Node tool re-reads.
-func (p *Pool) beat() time.Duration { return max(p.poll, p.cfg.WaiterStale/4) }
+// beat is how often a waiter heartbeats its queue entry, and never more
+// often than it polls. Where each heartbeat rewrites the queue (which
+// every other waiter of the Node tool re-reads), a quarter of
+// waiterStaleMs: three heartbeats can be missed before the entry lapses.
+// Where a heartbeat is a touch (an [entryToucher]) and the queue is
+// rewritten only once the entry's stamp there is half waiterStaleMs old,
+// an eighth: the stamp is then at most five eighths old, and three
+// heartbeats can still be missed.
+func (p *Pool) beat() time.Duration {
+	if _, ok := p.state.(entryToucher); ok {
+		return max(p.poll, p.cfg.WaiterStale/8)
+	}
+	return max(p.poll, p.cfg.WaiterStale/4)
+}
 
 // mayGrant reports whether entry id could be granted a slot now, as far as
 // the queue says: only the first len(slots) live entries can be (granting

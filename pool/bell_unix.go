@@ -4,8 +4,11 @@ package pool
 
 import (
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // A waiter of this implementation on a directory store has a bell: a FIFO
@@ -42,6 +45,52 @@ func (d *dirState) ring(id string) {
 		return
 	}
 	_, _ = unix.Write(fd, []byte{1}) // EAGAIN: rung already and not yet read
+}
+
+// TouchEntry implements [entryToucher]: it sets the mtime of entry id's
+// bell to now, the waiter's sign of life that the next rewrite of the
+// queue carries into the entry (refreshBeats). Only a FIFO is touched.
+func (d *dirState) TouchEntry(id string, now time.Time) bool {
+	if !validRequestID(id) {
+		return false
+	}
+	path := d.bellPath(id)
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || uint32(st.Mode)&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	t := unix.NsecToTimespec(now.UnixNano())
+	return unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// bellTouched is when entry id's waiter last touched its bell.
+func (d *dirState) bellTouched(id string) (time.Time, bool) {
+	if !validRequestID(id) {
+		return time.Time{}, false
+	}
+	var st unix.Stat_t
+	if unix.Lstat(d.bellPath(id), &st) != nil || uint32(st.Mode)&unix.S_IFMT != unix.S_IFIFO {
+		return time.Time{}, false
+	}
+	return time.Unix(st.Mtim.Unix()), true
+}
+
+// refreshBeats carries the waiters' touches into next, the queue about to
+// be written: an entry whose stamp is older than a heartbeat period (an
+// eighth of waiterStaleMs) and whose bell was touched since gets the time
+// of that touch. A touch later than now (a skewed or planted mtime) is not
+// carried.
+func (d *dirState) refreshBeats(next []Entry) {
+	now := d.p.now()
+	for i := range next {
+		hb, err := lease.ParseTime(next[i].Heartbeat)
+		if err != nil || now.Sub(hb) < d.p.cfg.WaiterStale/8 {
+			continue
+		}
+		if at, ok := d.bellTouched(next[i].ID); ok && at.After(hb) && !at.After(now) {
+			next[i].Heartbeat = lease.FormatTime(at)
+		}
+	}
 }
 
 // removeBell removes entry id's bell, if it is a FIFO.

@@ -67,6 +67,7 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 		if next == nil {
 			next = []Entry{} // never null in queue.json
 		}
+		d.refreshBeats(next)
 		if err := d.writeJSON(d.queuePath(), queueDoc{Entries: next}); err != nil {
 			return err
 		}

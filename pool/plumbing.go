@@ -94,7 +94,7 @@ func (p *Pool) HeartbeatEntry(ctx context.Context, requestID, owner string) (Pos
 	if err := p.mustBeQueued(ctx, requestID, owner, action); err != nil {
 		return Position{}, err
 	}
-	pos, err := p.heartbeatEntry(ctx, requestID, owner)
+	pos, _, err := p.heartbeatEntry(ctx, requestID, owner)
 	return pos, p.leftQueue(ctx, requestID, owner, action, err)
 }
 

@@ -860,7 +860,7 @@ func TestStaleDropIsJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.clock.Advance(31 * time.Second) // a: 91 s silent (stale); b: 31 s (live)
-	if _, err := tp.heartbeatEntry(ctx, b.RequestID, "agent-b"); err != nil {
+	if _, _, err := tp.heartbeatEntry(ctx, b.RequestID, "agent-b"); err != nil {
 		t.Fatal(err)
 	}
 	if entries := tp.readQueue(); len(entries) != 1 || entries[0].ID != b.RequestID {

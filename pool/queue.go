@@ -80,29 +80,84 @@ func (p *Pool) logDropped(ctx context.Context, stale []Entry) {
 	}
 }
 
-// heartbeatEntry refreshes a waiter's entry and returns its position, or
-// ErrQueueEntryLost when the entry is gone. Another owner's entry is
-// refused (lease.ErrNotOwner) and the queue left as it was.
-func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, error) {
+// heartbeatEntry refreshes a waiter's entry and returns its position and
+// the entry's stamp in the queue now, or ErrQueueEntryLost when the entry
+// is gone. Another owner's entry is refused (lease.ErrNotOwner) and the
+// queue left as it was.
+func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, time.Time, error) {
+	if t, ok := p.state.(entryToucher); ok {
+		if pos, at, ok := p.touchEntry(ctx, t, id, owner); ok {
+			return pos, at, nil
+		}
+	}
 	idx := -1
+	var stamped time.Time
 	dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
 		idx = slices.IndexFunc(live, func(e Entry) bool { return e.ID == id })
 		if idx >= 0 {
 			if err := ownedBy(live[idx], owner, "heartbeat it"); err != nil {
 				return nil, err
 			}
-			live[idx].Heartbeat = p.stamp()
+			stamped = p.now()
+			live[idx].Heartbeat = lease.FormatTime(stamped)
 		}
 		return live, nil
 	})
 	if err != nil {
-		return Position{}, err
+		return Position{}, time.Time{}, err
 	}
 	p.logDropped(ctx, dropped)
 	if idx < 0 {
-		return Position{}, fmt.Errorf("%w: request %s was dropped after %s without a poll; acquire again", ErrQueueEntryLost, id, p.cfg.WaiterStale)
+		return Position{}, time.Time{}, fmt.Errorf("%w: request %s was dropped after %s without a poll; acquire again", ErrQueueEntryLost, id, p.cfg.WaiterStale)
 	}
-	return p.position(ctx, id, idx), nil
+	return p.position(ctx, id, idx), stamped, nil
+}
+
+// touchOnly is a waiter's heartbeat that touches its entry and nothing
+// else: on an [entryToucher], while the entry's stamp in the queue, as far
+// as the waiter knows (stamped), is less than half waiterStaleMs old.
+func (p *Pool) touchOnly(id string, stamped time.Time) bool {
+	t, ok := p.state.(entryToucher)
+	now := p.now()
+	return ok && now.Sub(stamped) < p.cfg.WaiterStale/2 && t.TouchEntry(id, now)
+}
+
+// entryToucher is implemented by states that can record a waiter's
+// heartbeat beside the queue in O(1) (the directory store: the mtime of
+// its bell, PROTOCOL §6.12), and carry it into the queue whenever they
+// rewrite it. Then a heartbeat rewrites the queue only when no rewrite has
+// carried one for a while, instead of every waiter rewriting the whole
+// queue at each of its heartbeats (N waiters, N rewrites of N entries).
+type entryToucher interface {
+	// TouchEntry records that entry id's waiter is alive now; false if
+	// the store cannot (the entry has no bell).
+	TouchEntry(id string, now time.Time) bool
+}
+
+// touchEntry is the heartbeat of entry id on an entryToucher: a touch,
+// and one read of the queue without the lock. It does not do (false) when
+// the entry's heartbeat in the queue is half waiterStaleMs old or more
+// (so that a reader of the queue alone, the Node tool, never finds it
+// stale), or when the entry is not found or not owner's: the rewrite then
+// refreshes it, or reports what is wrong.
+func (p *Pool) touchEntry(ctx context.Context, t entryToucher, id, owner string) (Position, time.Time, bool) {
+	now := p.now()
+	if !t.TouchEntry(id, now) {
+		return Position{}, time.Time{}, false
+	}
+	live, err := p.queue(ctx)
+	if err != nil {
+		return Position{}, time.Time{}, false
+	}
+	idx := slices.IndexFunc(live, func(e Entry) bool { return e.ID == id })
+	if idx < 0 || live[idx].Owner != owner {
+		return Position{}, time.Time{}, false
+	}
+	hb, err := lease.ParseTime(live[idx].Heartbeat)
+	if err != nil || now.Sub(hb) >= p.cfg.WaiterStale/2 {
+		return Position{}, time.Time{}, false
+	}
+	return p.position(ctx, id, idx), hb, true
 }
 
 // dequeue removes an entry (granted, timed out or given up). Another

@@ -30,6 +30,7 @@ const (
 	envTTL     = "DL_TORTURE_TTL"     // TTL in minutes
 	envSeed    = "DL_TORTURE_SEED"    // random seed
 	envKinds   = "DL_TORTURE_KINDS"   // final: comma-separated kinds to acquire
+	envWait    = "DL_TORTURE_WAIT_MS" // the longest wait of an acquire (0: mostly no wait)
 )
 
 // clientLife bounds a client process, so a wedged client fails the run
@@ -47,6 +48,7 @@ type client struct {
 	rng   *rand.Rand
 	ops   int
 	done  int
+	wait  time.Duration // Profile.Wait
 	log   io.Writer
 }
 
@@ -79,6 +81,9 @@ func clientMain(role string) error {
 	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	c.rng = rand.New(rand.NewPCG(seed, 0x746f7274757265))
 	c.ops, _ = strconv.Atoi(os.Getenv(envOps))
+	if ms, err := strconv.ParseInt(os.Getenv(envWait), 10, 64); err == nil {
+		c.wait = time.Duration(ms) * time.Millisecond
+	}
 	if c.st, err = lease.Open(os.Getenv(envStore)); err != nil {
 		return err
 	}
@@ -156,7 +161,16 @@ func (c *client) loop(ctx context.Context, acquire func(context.Context) (*holdi
 
 func (c *client) leaseAcquire(ctx context.Context, kind string) (*holding, error) {
 	tb := c.j.begin("acquire", kind)
-	acq, err := c.st.Acquire(ctx, lease.Request{Kind: kind, Owner: c.name, TTLMinutes: c.ttl})
+	req := lease.Request{Kind: kind, Owner: c.name, TTLMinutes: c.ttl}
+	var acq *lease.Acquisition
+	var err error
+	if c.wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, c.wait/2+time.Duration(c.rng.Int64N(int64(c.wait/2)+1)))
+		acq, err = c.st.AcquireWait(wctx, req)
+		cancel()
+	} else {
+		acq, err = c.st.Acquire(ctx, req)
+	}
 	ta := time.Now().UnixNano()
 	e := Entry{Phase: "end", Op: "acquire", Kind: kind, TB: tb, TA: ta, TTLms: c.ttlMs}
 	var h *holding
@@ -187,6 +201,9 @@ func (c *client) poolAcquire(ctx context.Context) (*holding, error) {
 	req := pool.AcquireRequest{Owner: c.name, NoWait: c.rng.IntN(2) == 0}
 	if !req.NoWait {
 		req.Wait = time.Duration(50+c.rng.IntN(250)) * time.Millisecond
+	}
+	if c.wait > 0 {
+		req.NoWait, req.Wait = false, c.wait/2+time.Duration(c.rng.Int64N(int64(c.wait/2)+1))
 	}
 	g, err := c.p.Acquire(ctx, req)
 	e := Entry{Phase: "end", Op: "acquire", TB: tb, TTLms: c.ttlMs}

@@ -33,6 +33,16 @@ type Profile struct {
 	// StrictGuard makes any guard_busy failure a violation; otherwise
 	// such starved operations are only counted.
 	StrictGuard bool
+	// Wait, when set, makes every acquire wait up to a random part of it
+	// (lease mode: AcquireWait; pool mode: a queued wait) instead of
+	// mostly trying once: with many lanes, a herd of blocked waiters, some
+	// of which are killed while they wait.
+	Wait time.Duration
+	// Provision is the pool's provision command ("" for "sleep 0.02").
+	// The slot's id is appended to it as an argument, so the default
+	// sleeps 1.02 s: a grant that lasts, which the kills aimed at a
+	// running provision need.
+	Provision string
 	Binary      string // the executable to run as a client (os.Args[0])
 	Dir         string // work directory (store, journals, resources)
 }
@@ -73,7 +83,11 @@ func Run(ctx context.Context, pr Profile) (*Result, error) {
 			slots = append(slots, fmt.Sprintf(`{"id": %d}`, i))
 		}
 		stale := max(1000, int(pr.TTLMinutes*60_000))
-		cfg := fmt.Sprintf(`{"ttlMinutes": %g, "provision": "sleep 0.02", "waiterStaleMs": %d, "slots": [%s]}`, pr.TTLMinutes, stale, strings.Join(slots, ", "))
+		provision := pr.Provision
+		if provision == "" {
+			provision = "sleep 0.02"
+		}
+		cfg := fmt.Sprintf(`{"ttlMinutes": %g, "provision": %q, "waiterStaleMs": %d, "slots": [%s]}`, pr.TTLMinutes, provision, stale, strings.Join(slots, ", "))
 		if err := os.WriteFile(poolFile, []byte(cfg), 0o644); err != nil {
 			return nil, err
 		}
@@ -100,7 +114,7 @@ func Run(ctx context.Context, pr Profile) (*Result, error) {
 			EnvRole+"="+role, envMode+"="+pr.Mode, envStore+"="+store, envPool+"="+poolFile,
 			envKind+"="+kinds[0], envJournal+"="+filepath.Join(jdir, name+".jsonl"), envRes+"="+res,
 			envClient+"="+name, envOps+"="+strconv.Itoa(ops), envTTL+"="+strconv.FormatFloat(pr.TTLMinutes, 'g', -1, 64),
-			envSeed+"="+strconv.FormatUint(seed, 10))
+			envSeed+"="+strconv.FormatUint(seed, 10), envWait+"="+strconv.FormatInt(pr.Wait.Milliseconds(), 10))
 		cmd.Env = append(cmd.Env, extra...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -103,6 +103,18 @@ func TestTortureLong(t *testing.T) {
 		runProfile(t, Profile{Mode: "pool", Lanes: lanes, OpsPerLane: poolOps, Segment: poolSeg, Slots: 4, TTLMinutes: 0.05,
 			KillRate: 0.1, Seed: s + 1, MaxGap: 10 * time.Second})
 	})
+	// A herd: TORTURE_HERD (default 200) blocked waiters on one kind and on
+	// a one-slot pool, a tenth of them killed, some while they wait, some
+	// while they hold.
+	herd, herdOps := env("TORTURE_HERD", 200), env("TORTURE_HERD_OPS", 12)
+	t.Run("lease-herd", func(t *testing.T) {
+		runProfile(t, Profile{Mode: "lease", Lanes: herd, OpsPerLane: herdOps, Segment: 4, TTLMinutes: 0.01,
+			KillRate: 0.1, Seed: s + 2, MaxGap: 10 * time.Second, Wait: time.Minute})
+	})
+	t.Run("pool-herd", func(t *testing.T) {
+		runProfile(t, Profile{Mode: "pool", Lanes: herd, OpsPerLane: herdOps, Segment: 4, Slots: 1, TTLMinutes: 0.05,
+			KillRate: 0.1, Seed: s + 3, MaxGap: 10 * time.Second, Wait: time.Minute, Provision: ":"})
+	})
 }
 
 // TestRecheck replays the checker over a run kept with TORTURE_KEEP:

@@ -43,8 +43,8 @@ type Profile struct {
 	// sleeps 1.02 s: a grant that lasts, which the kills aimed at a
 	// running provision need.
 	Provision string
-	Binary      string // the executable to run as a client (os.Args[0])
-	Dir         string // work directory (store, journals, resources)
+	Binary    string // the executable to run as a client (os.Args[0])
+	Dir       string // work directory (store, journals, resources)
 }
 
 // Kill records one SIGKILL and where it landed.

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The line of a kind's waiters (docs/PROTOCOL.md §8.10):
+// The line of a kind's waiters (docs/PROTOCOL.md §8.5):
 //
 //	P/wait/<kind>/<16 hex digits>   one waiter's place, empty, bound to an
 //	                                etcd lease of placeTTL seconds that the
@@ -110,7 +110,11 @@ func signalErr(ch chan error, err error) {
 }
 
 // awaitTurn returns nil once no place created before rev (the waiter's
-// own) is left in kind's line, or the error that made the line unusable.
+// own) is left in kind's line, or ctx's error. A read that fails (the
+// cluster out of reach, or electing a leader) is tried again while ctx
+// lasts: the place stays in the line as long as its etcd lease, and
+// giving every waiter its turn at the first failure would make a herd of
+// the whole line just as the cluster comes back.
 func (b *Backend) awaitTurn(ctx context.Context, kind string, rev int64) error {
 	dir := b.linePrefix(kind)
 	for {
@@ -122,7 +126,10 @@ func (b *Backend) awaitTurn(ctx context.Context, kind string, rev int64) error {
 			return err
 		})
 		if err != nil {
-			return err
+			if !sleepCtx(ctx, b.opts.RequestTimeout/10) {
+				return ctx.Err()
+			}
+			continue
 		}
 		if len(resp.Kvs) == 0 {
 			return nil

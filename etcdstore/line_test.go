@@ -66,19 +66,28 @@ func TestLineTurns(t *testing.T) {
 	places[0].Leave()
 	turn(1)
 	noTurn(2)
-	// Waiter 2's place lapses: the cluster deletes it, and waiter 3 is
-	// next when waiter 1 leaves.
+	// Waiter 2's place lapses: the cluster revokes its etcd lease (as at
+	// its TTL), which deletes it; waiter 2 is told it lost its place, and
+	// waiter 3 is next when waiter 1 leaves.
 	cli := c.Client()
 	resp, err := cli.Get(ctx, "/"+testPrefix(t)+"/wait/db/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil || len(resp.Kvs) != 3 {
 		t.Fatalf("places: %v, %v", resp.Kvs, err)
 	}
-	if resp.Kvs[0].Lease == 0 {
-		t.Error("a place is bound to no etcd lease: a stopped waiter would keep it forever")
+	if resp.Kvs[1].Lease == 0 {
+		t.Fatal("a place is bound to no etcd lease: a stopped waiter would keep it forever")
 	}
-	if _, err := cli.Delete(ctx, string(resp.Kvs[1].Key)); err != nil {
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[1].Lease)); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-places[2].Turn:
+		if err == nil {
+			t.Fatal("waiter 2 got a turn after its place lapsed, ahead of waiter 1")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter 2 was not told that its place lapsed")
 	}
 	noTurn(3)
 	places[1].Leave()

@@ -494,8 +494,9 @@ func (s *poolState) WatchEntry(ctx context.Context, id string, slotKinds []strin
 
 // followAhead wakes the waiter of entry id (a value on queue) when it
 // enters the front of the queue (its first nslots+[pool.FrontMargin]
-// entries), and again when it could be granted a slot (among the first
-// nslots); from then on the slots' watch wakes it.
+// entries), when it could be granted a slot (among the first nslots), and
+// then whenever an entry ahead of it leaves, until none is left; the
+// slots' watch wakes it for a slot freed.
 //
 // The entries ahead of a waiter only ever leave (a new one is created
 // behind every existing one, and the order is the create revision). So a
@@ -547,9 +548,15 @@ func (s *poolState) followAhead(ctx context.Context, id string, nslots int, queu
 		case idx >= nslots:
 			watch = nslots
 			signal(queue) // in the front: it re-checks at its polls from now on
-		default:
-			signal(queue) // it may be granted: the slots' watch takes over
+		case idx == 0:
+			signal(queue) // at the head: the slots' watch takes over
 			return
+		default:
+			// It may be granted, and the slots' watch wakes it for a slot
+			// freed; an entry ahead that leaves (given up, or lapsed) can
+			// free a turn with no slot freed, so those keys stay watched.
+			watch = idx
+			signal(queue)
 		}
 		deleted, err := s.b.awaitDeletes(ctx, dir, ahead[len(ahead)-watch:], resp.Header.Revision+1)
 		if err != nil {

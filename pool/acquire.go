@@ -140,7 +140,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	var last Position
 	nextBeat := time.Time{}
 	var stamped time.Time // the entry's stamp in the queue, as far as this waiter knows
-	beat := p.beat()
+	beat := p.beat(false)
 	nextCheck := time.Now().Add(p.poll)
 	// A waiter behind the front re-checks every quarter of waiterStaleMs,
 	// in case a change rang no bell (the Node tool's), and to keep its
@@ -153,7 +153,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	// near: the entry could be granted a slot now; front: it is among the
 	// entries rung when the queue moves (bell_unix.go), which re-check at
 	// every poll, so a queue change nobody rang (the Node tool's) reaches
-	// them within a poll. The others re-check at their heartbeat.
+	// them within a poll. The others re-check every backCheck.
 	attempt, near, front, check := true, true, true, false
 	// A store that cannot be reached for a moment (an etcd election, a
 	// network blip) is waited out while the entry can still be alive: the
@@ -224,7 +224,9 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			attempt = false
 		}
 		if now := time.Now(); !now.Before(nextBeat) {
-			if !p.touchOnly(e.ID, stamped) {
+			if p.touchOnly(e.ID, stamped) {
+				beat = p.beat(true)
+			} else {
 				pos, at, err := p.heartbeatEntry(ctx, e.ID, owner)
 				switch {
 				case errors.Is(err, ErrQueueBusy):
@@ -240,11 +242,14 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			nextBeat = now.Add(beat)
 		}
 		// A waiter that could be granted re-checks at every poll (a
-		// missed event costs at most that); one further back at its
-		// heartbeat, woken sooner by its bell or the queue's watch.
+		// missed event costs at most that); one further back every
+		// backCheck, woken sooner by its bell or the queue's watch.
 		next := nextBeat
 		if front && nextCheck.Before(next) {
 			next = nextCheck
+		}
+		if !front && nextBack.Before(next) {
+			next = nextBack
 		}
 		if !timer.Stop() {
 			select {
@@ -274,7 +279,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 		case <-wake.Queue:
 			check = true // Listen(true) comes before the attempt, so no release is missed
 		case <-timer.C:
-			if now := time.Now(); !now.Before(nextCheck) || !front && !now.Before(nextBack) {
+			if now := time.Now(); front && !now.Before(nextCheck) || !front && !now.Before(nextBack) {
 				nextCheck, nextBack = now.Add(p.poll), now.Add(backCheck)
 				check = true
 			}
@@ -291,25 +296,33 @@ type entryWatcher interface {
 
 // FrontMargin is how many waiters behind the first len(slots), those that
 // could be granted a slot, belong to the front of the queue. A waiter in
-// the front re-checks the queue at every poll, and the stores wake it
-// when a change moves it (the directory store's bells, etcd's predecessor
-// watches), so that its position stays live and it is ready when its turn
-// comes; a waiter further back is woken only when it enters the front.
+// the front re-checks the queue at every poll, so that its position stays
+// live and it is ready when its turn comes; the stores wake a waiter
+// further back only when it enters the front (the directory store's
+// bells, etcd's watches of the entries just ahead).
 const FrontMargin = 3
 
 // beat is how often a waiter heartbeats its queue entry, and never more
 // often than it polls. Where each heartbeat rewrites the queue (which
 // every other waiter of the Node tool re-reads), a quarter of
 // waiterStaleMs: three heartbeats can be missed before the entry lapses.
-// Where a heartbeat is a touch (an [entryToucher]) and the queue is
-// rewritten only once the entry's stamp there is half waiterStaleMs old,
-// an eighth: the stamp is then at most five eighths old, and three
-// heartbeats can still be missed.
-func (p *Pool) beat() time.Duration {
-	if _, ok := p.state.(entryToucher); ok {
+// Once a heartbeat has been a touch (an [entryToucher]: touching is
+// cheap, and the queue is rewritten only when the entry's stamp there
+// reaches rewriteAge), an eighth.
+func (p *Pool) beat(touching bool) time.Duration {
+	if touching {
 		return max(p.poll, p.cfg.WaiterStale/8)
 	}
 	return max(p.poll, p.cfg.WaiterStale/4)
+}
+
+// rewriteAge is how old an entry's stamp in the queue may get before its
+// waiter, which touches it every beat, rewrites it: half waiterStaleMs,
+// and at least three touching beats short of it, so that a reader of the
+// queue alone (the Node tool) still finds the entry fresh after three
+// heartbeats were missed.
+func (p *Pool) rewriteAge() time.Duration {
+	return max(0, min(p.cfg.WaiterStale/2, p.cfg.WaiterStale-3*p.beat(true)))
 }
 
 // mayGrant reports whether entry id could be granted a slot now, as far as

@@ -47,9 +47,12 @@ func (d *dirState) ring(id string) {
 	_, _ = unix.Write(fd, []byte{1}) // EAGAIN: rung already and not yet read
 }
 
-// TouchEntry implements [entryToucher]: it sets the mtime of entry id's
-// bell to now, the waiter's sign of life that the next rewrite of the
+// TouchEntry implements [entryToucher]: it sets the access time of entry
+// id's bell to now, the waiter's sign of life that the next rewrite of the
 // queue carries into the entry (refreshBeats). Only a FIFO is touched.
+// The access time, not the modification time: a ring (a write by whoever
+// rewrote the queue) changes the latter, and must not count as a sign of
+// life of a waiter that may be stopped; only the waiter reads its bell.
 func (d *dirState) TouchEntry(id string, now time.Time) bool {
 	if !validRequestID(id) {
 		return false
@@ -63,7 +66,7 @@ func (d *dirState) TouchEntry(id string, now time.Time) bool {
 	return unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
-// bellTouched is when entry id's waiter last touched its bell.
+// bellTouched is when entry id's waiter last touched (or read) its bell.
 func (d *dirState) bellTouched(id string) (time.Time, bool) {
 	if !validRequestID(id) {
 		return time.Time{}, false
@@ -72,7 +75,7 @@ func (d *dirState) bellTouched(id string) (time.Time, bool) {
 	if unix.Lstat(d.bellPath(id), &st) != nil || uint32(st.Mode)&unix.S_IFMT != unix.S_IFIFO {
 		return time.Time{}, false
 	}
-	return time.Unix(st.Mtim.Unix()), true
+	return time.Unix(st.Atim.Unix()), true
 }
 
 // refreshBeats carries the waiters' touches into next, the queue about to

@@ -115,11 +115,11 @@ func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, 
 
 // touchOnly is a waiter's heartbeat that touches its entry and nothing
 // else: on an [entryToucher], while the entry's stamp in the queue, as far
-// as the waiter knows (stamped), is less than half waiterStaleMs old.
+// as the waiter knows (stamped), is younger than rewriteAge.
 func (p *Pool) touchOnly(id string, stamped time.Time) bool {
 	t, ok := p.state.(entryToucher)
 	now := p.now()
-	return ok && now.Sub(stamped) < p.cfg.WaiterStale/2 && t.TouchEntry(id, now)
+	return ok && now.Sub(stamped) < p.rewriteAge() && t.TouchEntry(id, now)
 }
 
 // entryToucher is implemented by states that can record a waiter's
@@ -136,7 +136,7 @@ type entryToucher interface {
 
 // touchEntry is the heartbeat of entry id on an entryToucher: a touch,
 // and one read of the queue without the lock. It does not do (false) when
-// the entry's heartbeat in the queue is half waiterStaleMs old or more
+// the entry's heartbeat in the queue is rewriteAge old or more
 // (so that a reader of the queue alone, the Node tool, never finds it
 // stale), or when the entry is not found or not owner's: the rewrite then
 // refreshes it, or reports what is wrong.
@@ -154,7 +154,7 @@ func (p *Pool) touchEntry(ctx context.Context, t entryToucher, id, owner string)
 		return Position{}, time.Time{}, false
 	}
 	hb, err := lease.ParseTime(live[idx].Heartbeat)
-	if err != nil || now.Sub(hb) >= p.cfg.WaiterStale/2 {
+	if err != nil || now.Sub(hb) >= p.rewriteAge() {
 		return Position{}, time.Time{}, false
 	}
 	return p.position(ctx, id, idx), hb, true

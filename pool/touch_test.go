@@ -64,9 +64,21 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// A dead waiter's entry, with a bell nobody touches: the waiters'
+	// rewrites must not keep it alive.
+	dead := p.stamp()
+	if _, err := p.dirState().UpdateQueue(context.Background(), "ghost", func(live []Entry) ([]Entry, error) {
+		return append(live, Entry{ID: "dead1", Owner: "ghost", Session: "ghost", Mode: ModeBlocking, EnqueuedAt: dead, Heartbeat: dead}), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p.dirState().bellPath("dead1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Watch queue.json for four waiterStaleMs: each rewrite is a rename
 	// of a new file (inode numbers are reused: its mtime tells it apart).
 	versions := map[[2]int64]bool{}
+	lastGhosts := 0
 	var oldest time.Duration
 	for end := time.Now().Add(4 * stale); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		var sb syscall.Stat_t
@@ -74,24 +86,38 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 			versions[[2]int64{int64(sb.Ino), sb.Mtim.Nano()}] = true
 		}
 		q := p.readQueue()
-		if len(q) != n {
-			t.Fatalf("the queue has %d entries, want %d (an entry lapsed)", len(q), n)
-		}
+		ghost := 0
 		for _, e := range q {
+			if e.Owner == "ghost" {
+				ghost++
+				continue
+			}
 			hb, err := lease.ParseTime(e.Heartbeat)
 			if err != nil {
 				t.Fatal(err)
 			}
 			oldest = max(oldest, time.Since(hb))
 		}
+		if len(q)-ghost != n {
+			t.Fatalf("the queue has %d live waiters' entries, want %d (an entry lapsed)", len(q)-ghost, n)
+		}
+		lastGhosts = ghost
 	}
-	if oldest >= stale {
+	if lastGhosts != 0 {
+		t.Errorf("a dead waiter's entry was still queued after %s (waiterStaleMs %s)", 4*stale, stale)
+	}
+	// Touches every eighth (100 ms here), a rewrite once a stamp is half
+	// waiterStaleMs old: at most about five eighths, 500 ms, and never
+	// near waiterStaleMs.
+	if oldest >= stale-p.beat(true) {
 		t.Errorf("a reader of queue.json alone found an entry %s old (waiterStaleMs %s)", oldest, stale)
 	}
 	// Heartbeats every quarter of waiterStaleMs, each a rewrite, would
-	// be 16 per waiter in the window, 128 in all.
-	if rewrites := len(versions) - 1; rewrites > 2*n {
-		t.Errorf("queue.json rewritten %d times in %s by %d idle waiters; want at most %d", rewrites, 4*stale, n, 2*n)
+	// be 16 per waiter in the window, 128 in all; touches carried by a
+	// rewrite about every 400 ms make about 10 (more on a loaded host,
+	// when several waiters find their stamps old at once).
+	if rewrites := len(versions) - 1; rewrites > 4*n {
+		t.Errorf("queue.json rewritten %d times in %s by %d idle waiters; want at most %d", rewrites, 4*stale, n, 4*n)
 	} else {
 		t.Logf("%d rewrites in %s by %d idle waiters; oldest stamp seen %s", rewrites, 4*stale, n, oldest.Round(time.Millisecond))
 	}

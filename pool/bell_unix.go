@@ -78,20 +78,22 @@ func (d *dirState) bellTouched(id string) (time.Time, bool) {
 	return time.Unix(st.Atim.Unix()), true
 }
 
-// refreshBeats carries the waiters' touches into next, the queue about to
-// be written: an entry whose stamp is older than a heartbeat period (an
-// eighth of waiterStaleMs) and whose bell was touched since gets the time
-// of that touch. A touch later than now (a skewed or planted mtime) is not
-// carried.
-func (d *dirState) refreshBeats(next []Entry) {
+// refreshBeats carries the waiters' touches into entries: an entry whose
+// stamp is older than olderThan and whose bell was touched since gets the
+// time of that touch. A touch later than now (a skewed or planted time) is
+// not carried. UpdateQueue carries into the entries that would be judged
+// stale before it judges them, and into every entry older than a
+// heartbeat period (an eighth of waiterStaleMs) only when it writes the
+// queue anyway, so that a change that writes nothing costs no lstat.
+func (d *dirState) refreshBeats(entries []Entry, olderThan time.Duration) {
 	now := d.p.now()
-	for i := range next {
-		hb, err := lease.ParseTime(next[i].Heartbeat)
-		if err != nil || now.Sub(hb) < d.p.cfg.WaiterStale/8 {
+	for i := range entries {
+		hb, err := lease.ParseTime(entries[i].Heartbeat)
+		if err != nil || now.Sub(hb) <= olderThan {
 			continue
 		}
-		if at, ok := d.bellTouched(next[i].ID); ok && at.After(hb) && !at.After(now) {
-			next[i].Heartbeat = lease.FormatTime(at)
+		if at, ok := d.bellTouched(entries[i].ID); ok && at.After(hb) && !at.After(now) {
+			entries[i].Heartbeat = lease.FormatTime(at)
 		}
 	}
 }

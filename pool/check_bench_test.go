@@ -3,11 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/durable-lease/durable-lease/lease"
 )
 
 // BenchmarkWaiterCheck is what a waiter behind the front does at each of
@@ -18,23 +14,7 @@ import (
 func BenchmarkWaiterCheck(b *testing.B) {
 	for _, n := range []int{10, 200, 500} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			root := b.TempDir()
-			file := filepath.Join(root, "pool.json")
-			if err := os.WriteFile(file, []byte(`{"name":"p","slots":[{"id":1}]}`), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			cfg, err := LoadFile(file)
-			if err != nil {
-				b.Fatal(err)
-			}
-			st, err := lease.Open(filepath.Join(root, "store"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			p, err := Open(st, cfg, Options{Runner: (&fakeRunner{}).run})
-			if err != nil {
-				b.Fatal(err)
-			}
+			p := newRealPool(b, `{"name":"p","slots":[{"id":1}]}`, Options{})
 			ctx := context.Background()
 			var last string
 			for i := range n {

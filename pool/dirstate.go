@@ -56,7 +56,7 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 	var ring []string
 	err := d.withQueueLock(ctx, owner, func() error {
 		all := d.entries()
-		d.refreshBeats(all) // before judging: a waiter that touched its bell is alive
+		d.refreshBeats(all, d.p.cfg.WaiterStale) // before judging: a waiter that touched its bell is alive
 		live, stale := d.p.live(all)
 		next, err := fn(slices.Clone(live))
 		if err != nil {
@@ -68,6 +68,7 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 		if next == nil {
 			next = []Entry{} // never null in queue.json
 		}
+		d.refreshBeats(next, d.p.cfg.WaiterStale/8)
 		if err := d.writeJSON(d.queuePath(), queueDoc{Entries: next}); err != nil {
 			return err
 		}

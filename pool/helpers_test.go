@@ -144,6 +144,34 @@ func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
 	return &testPool{Pool: p, clock: clk, runner: fr, root: root, store: storeDir}
 }
 
+// newRealPool writes poolJSON to <tmp>/pool.json and opens the pool over
+// <tmp>/store on the real clock, with a recording runner: for tests and
+// benchmarks of waiters in real time.
+func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
+	tb.Helper()
+	root := tb.TempDir()
+	file := filepath.Join(root, "pool.json")
+	if err := os.WriteFile(file, []byte(poolJSON), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	cfg, err := LoadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := lease.Open(filepath.Join(root, "store"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if opts.Runner == nil {
+		opts.Runner = (&fakeRunner{}).run
+	}
+	p, err := Open(st, cfg, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // mustAcquire grants a slot without waiting or fails the test.
 func (tp *testPool) mustAcquire(t *testing.T, owner string) *Grant {
 	t.Helper()

@@ -5,8 +5,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -21,24 +19,8 @@ import (
 // waiterStaleMs. A reader of queue.json alone (the Node tool) must still
 // find every entry fresh all the time.
 func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
-	root := t.TempDir()
-	file := filepath.Join(root, "pool.json")
 	const stale = 800 * time.Millisecond
-	if err := os.WriteFile(file, []byte(`{"name":"p","waiterStaleMs":800,"slots":[{"id":1}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := lease.Open(filepath.Join(root, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Open(st, cfg, Options{Poll: 50 * time.Millisecond, Runner: (&fakeRunner{}).run})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newRealPool(t, `{"name":"p","waiterStaleMs":800,"slots":[{"id":1}]}`, Options{Poll: 50 * time.Millisecond})
 	if _, err := p.Acquire(context.Background(), AcquireRequest{Owner: "holder", NoWait: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -66,25 +66,6 @@ type Backend interface {
 	Now() time.Time
 }
 
-// ExpiryMarginer is implemented by backends whose expiry is decided
-// somewhere else than the holder (a server): the holder's last confirmed
-// expiry is only an estimate, late by the time the confirmation took to
-// arrive, and the server may hand the lease to someone else the moment it
-// lapses there. A [Hold] on such a backend declares the lease lost
-// ExpiryMargin(ttl) before its estimated expiry.
-type ExpiryMarginer interface {
-	ExpiryMargin(ttl time.Duration) time.Duration
-}
-
-// Watcher is implemented by backends that can report changes to a kind's
-// record, so a waiter wakes as soon as a lease is released instead of at the
-// next poll. Events may be spurious; a waiter always re-reads.
-type Watcher interface {
-	// Watch delivers a value on the channel after kind's record may have
-	// changed, until ctx is done. Missed values coalesce.
-	Watch(ctx context.Context, kind string) (<-chan struct{}, error)
-}
-
 // Event is one line of the journal (reaped.log): a takeover, a reap, a
 // forced release, or a guard recovered from a dead holder.
 type Event struct {

@@ -166,3 +166,8 @@ func (s *Store) instant() (time.Time, *BootStamp) {
 	}
 	return now, nil
 }
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }

@@ -107,7 +107,7 @@ func TestBootFieldRoundTrip(t *testing.T) {
 	r := &Record{V: 1, Kind: "k", Owner: "o", Token: "t", TTLMinutes: 1, Payload: json.RawMessage(`{"a":1}`)}
 	r.stamp(t0, &BootStamp{ID: "b1/4026531834", Ms: 42})
 	r.AcquiredAt = r.Heartbeat
-	data, err := r.encodeFile()
+	data, err := r.EncodeFile()
 	if err != nil {
 		t.Fatal(err)
 	}

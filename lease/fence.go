@@ -122,7 +122,7 @@ func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) 
 	if err := setFenceAttr(b.dir, fenceAttrPrefix+kind, data); err == nil {
 		return n, nil
 	}
-	if err := storefile.Replace(b.fencePath(kind), ".tmp-"+kind+"-"+randomHex(8), data, b.perm()); err != nil {
+	if err := storefile.Replace(b.fencePath(kind), ".tmp-"+kind+"-"+RandomHex(8), data, b.perm()); err != nil {
 		return 0, fmt.Errorf("lease: store the fence of %s: %w", kind, err)
 	}
 	return n, nil

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,8 +119,8 @@ func (b *fileBackend) Read(_ context.Context, kind string) (*Record, error) {
 	return b.read(kind)
 }
 
-// peek implements [peeker].
-func (b *fileBackend) peek(_ context.Context, kind string) (*Record, error) {
+// Peek implements [Peeker].
+func (b *fileBackend) Peek(_ context.Context, kind string) (*Record, error) {
 	return b.readRecord(kind, false)
 }
 
@@ -160,11 +159,11 @@ func (b *fileBackend) write(kind string, r *Record) error {
 	if r.Kind != kind {
 		return fmt.Errorf("lease: write %s: the record names kind %q", kind, r.Kind)
 	}
-	data, err := r.encodeFile()
+	data, err := r.EncodeFile()
 	if err != nil {
 		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
-	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+randomHex(8))
+	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+RandomHex(8))
 	werr := storefile.WriteNew(tmp, data, b.perm())
 	if werr == nil {
 		werr = renameFile(tmp, b.recordPath(kind))
@@ -194,10 +193,10 @@ func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) 
 	return b.update(ctx, kind, fn, true)
 }
 
-// updateUnfenced is Update for a fn that never looks at the current
+// UpdateUnfenced is Update for a fn that never looks at the current
 // record's Fence and never hands the record on (a release): the fence
 // counter is then not read.
-func (b *fileBackend) updateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+func (b *fileBackend) UpdateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
 	return b.update(ctx, kind, fn, false)
 }
 
@@ -295,20 +294,3 @@ func (b *fileBackend) Journal(_ context.Context, e Event) error {
 	}
 	return nil
 }
-
-// randomHex returns 2n hex digits from the system's secure random source.
-func randomHex(n int) string {
-	buf := make([]byte, n)
-	if err := secureRandom(buf); err != nil {
-		panic(fmt.Sprintf("lease: no secure randomness: %v", err)) // never fails on supported platforms
-	}
-	return hex.EncodeToString(buf)
-}
-
-// NewToken returns a fresh fencing token: 128 random bits as 32 hex digits.
-func NewToken() string { return randomHex(16) }
-
-// realClock is the wall clock.
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }

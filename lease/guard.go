@@ -55,6 +55,17 @@ type guardHolder struct {
 	Lock bool `json:"lock,omitempty"`
 }
 
+// selfHolder describes this process as a guard holder.
+func selfHolder() guardHolder {
+	p := Self()
+	return guardHolder{PID: p.PID, Host: p.Host, Boot: p.Boot, PIDNS: p.PIDNS, Start: p.Start}
+}
+
+// process is the holder's process identity.
+func (h *guardHolder) process() Process {
+	return Process{PID: h.PID, Host: h.Host, Boot: h.Boot, PIDNS: h.PIDNS, Start: h.Start}
+}
+
 // heldGuard is a guard this process has entered; lock is its holder.json,
 // open with the exclusive flock that keeps it live.
 type heldGuard struct {
@@ -87,8 +98,8 @@ func (b *fileBackend) guardPath(kind string) string {
 // off and retries until the guard wait bound or ctx ends.
 func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, error) {
 	path := b.guardPath(kind)
-	me := self()
-	me.ID, me.Lock = randomHex(16), true
+	me := selfHolder()
+	me.ID, me.Lock = RandomHex(16), true
 	body := me.marshal()
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
@@ -190,7 +201,7 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 		f.Close()
 	}
 	if h != nil {
-		if alive, reason, known := holderAlive(h); known {
+		if alive, reason, known := h.process().Alive(); known {
 			return verdict{stale: !alive, reason: reason, holder: h}
 		}
 	}
@@ -209,7 +220,7 @@ func (b *fileBackend) judgeGuard(path string) verdict {
 // sees it, the lock the holder took (a filesystem shared with another host
 // may not show other hosts' locks at all).
 func sameHost(h *guardHolder) bool {
-	me := self()
+	me := selfHolder()
 	return h.Host == me.Host && h.Boot == me.Boot && h.PIDNS == me.PIDNS
 }
 
@@ -259,7 +270,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		return nil
 	}
 	guardHook("reap:judged")
-	dst := path + ".reaped-" + randomHex(8)
+	dst := path + ".reaped-" + RandomHex(8)
 	if err := renameFile(path, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -311,7 +322,7 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 	// The lock goes last: until the guard is moved away, a free lock
 	// would tell reapers this holder is dead.
 	defer g.lock.Close()
-	captured := g.path + ".release-" + randomHex(8)
+	captured := g.path + ".release-" + RandomHex(8)
 	if err := renameFile(g.path, captured); err != nil {
 		_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return

@@ -34,7 +34,7 @@ const (
 // $START, $HOST, $BOOT and $PIDNS stand for this process's values and
 // $DEAD for a pid that has exited.
 func identityPlaceholders(f *testing.F) *strings.Replacer {
-	me := self()
+	me := selfHolder()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=")
 	if err := cmd.Run(); err != nil {
@@ -60,7 +60,7 @@ var describePattern = regexp.MustCompile(`^(pid -?[0-9]+|an unidentified holder)
 func FuzzGuardHolder(f *testing.F) {
 	f.Add([]byte(`{"id":"x","pid":0}`), uint8(holderRegular), false)
 	repl := identityPlaceholders(f)
-	me := self()
+	me := selfHolder()
 	f.Fuzz(func(t *testing.T, raw []byte, form uint8, old bool) {
 		data := []byte(repl.Replace(string(raw)))
 		form %= holderForms
@@ -136,7 +136,7 @@ func FuzzGuardHolder(f *testing.F) {
 			if h == nil {
 				return false, "", false
 			}
-			return holderAlive(h)
+			return h.process().Alive()
 		}()
 		lockProof := h != nil && h.Lock && sameHost(h)
 		if !old && v.stale && !lockProof && !known {

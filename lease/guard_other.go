@@ -5,7 +5,6 @@ package lease
 import (
 	"io/fs"
 	"os"
-	"sync"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
 )
@@ -22,19 +21,3 @@ func renameNoReplace(from, to string) error {
 	}
 	return os.Rename(from, to)
 }
-
-// self records the pid and the host name off Linux (there is no boot id or
-// pid namespace to read): the host keeps another machine's guard, on a
-// filesystem shared by mistake, from being judged by this host's locks.
-// Guards there are otherwise judged by age.
-func self() guardHolder { return guardHolder{PID: os.Getpid(), Host: hostName()} }
-
-var hostName = sync.OnceValue(func() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "unknown-host"
-	}
-	return h
-})
-
-func holderAlive(*guardHolder) (bool, string, bool) { return false, "", false }

@@ -32,7 +32,7 @@ func deadPID(t *testing.T) int {
 // holderOf returns a fully identified holder on this host with the given
 // pid and start time.
 func holderOf(id string, pid int, start uint64) guardHolder {
-	me := self()
+	me := selfHolder()
 	return guardHolder{ID: id, PID: pid, Host: me.Host, Boot: me.Boot, PIDNS: me.PIDNS, Start: start}
 }
 
@@ -69,7 +69,7 @@ func holderJSON(t *testing.T, h guardHolder) string {
 
 func requireIdentity(t *testing.T) {
 	t.Helper()
-	me := self()
+	me := selfHolder()
 	if me.Boot == "" || me.PIDNS == "" || me.Start == 0 {
 		t.Skipf("this host does not expose a full process identity: %+v", me)
 	}
@@ -77,7 +77,7 @@ func requireIdentity(t *testing.T) {
 
 func TestGuardJudgement(t *testing.T) {
 	requireIdentity(t)
-	me := self()
+	me := selfHolder()
 	tests := []struct {
 		name   string
 		holder func(t *testing.T) string // holder.json body, "" for none
@@ -260,7 +260,7 @@ func TestGuardBusyHonoursContext(t *testing.T) {
 // holder enters; the second reaper must then leave the fresh guard alone.
 func TestReapGuardInterleaving(t *testing.T) {
 	requireIdentity(t)
-	me := self()
+	me := selfHolder()
 	tests := []struct {
 		name  string
 		dead  func(t *testing.T) (body string, age time.Duration)

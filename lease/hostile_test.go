@@ -147,7 +147,7 @@ func TestSweepRemovesDeadTemporaries(t *testing.T) {
 			}
 		}
 		must(os.Mkdir(p, 0o777))
-		h := self()
+		h := selfHolder()
 		h.ID, h.Lock = "x", true
 		body, _ := json.Marshal(h)
 		f, err := createLockedFile(filepath.Join(p, holderFile), body, storefile.Private)

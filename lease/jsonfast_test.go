@@ -80,7 +80,7 @@ func TestAppendJSONFloatMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestHolderMarshalMatchesEncodingJSON(t *testing.T) {
-	hs := []guardHolder{{}, {ID: "x", PID: 1}, self(), {ID: "<&>", PID: -3, Host: "h\u2028", Boot: "b\xff", PIDNS: "pid:[1]", Start: math.MaxUint64, Lock: true}}
+	hs := []guardHolder{{}, {ID: "x", PID: 1}, selfHolder(), {ID: "<&>", PID: -3, Host: "h\u2028", Boot: "b\xff", PIDNS: "pid:[1]", Start: math.MaxUint64, Lock: true}}
 	for _, s := range jsonStrings()[:60] {
 		hs = append(hs, guardHolder{ID: s, Host: s, PIDNS: s, Lock: len(s)%2 == 0, Start: uint64(len(s))})
 	}
@@ -173,7 +173,7 @@ func TestRecordFileEncodingUnchanged(t *testing.T) {
 		{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: 527040, AcquiredAt: hb, Extra: map[string]json.RawMessage{"zz": json.RawMessage(`{"a": [ ]}`), "boot": json.RawMessage(`"other"`)}},
 	}
 	for _, r := range recs {
-		got, err := r.encodeFile()
+		got, err := r.EncodeFile()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestRecordFileEncodingUnchanged(t *testing.T) {
 		}
 		want.WriteByte('\n')
 		if !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("encodeFile =\n%s\nwant\n%s", got, want.Bytes())
+			t.Errorf("EncodeFile =\n%s\nwant\n%s", got, want.Bytes())
 		}
 	}
 }

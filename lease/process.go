@@ -15,14 +15,13 @@ type Process struct {
 
 // Self describes the calling process.
 func Self() Process {
-	h := self()
-	return Process{PID: h.PID, Host: h.Host, Boot: h.Boot, PIDNS: h.PIDNS, Start: h.Start}
+	return self()
 }
 
 // Dead reports whether p has provably exited, or ran before the last
 // reboot. It is false whenever this process cannot tell: p lacks the
 // identity fields, or lives on another host or in another pid namespace.
 func (p Process) Dead() bool {
-	alive, _, known := holderAlive(&guardHolder{PID: p.PID, Host: p.Host, Boot: p.Boot, PIDNS: p.PIDNS, Start: p.Start})
+	alive, _, known := p.Alive()
 	return known && !alive
 }

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -120,18 +119,6 @@ func (r *Record) Expired(now time.Time) bool {
 	return !r.Judge(now, nil).Live
 }
 
-// TokenFingerprint names a token without giving it away: "sha256:" and
-// the first 12 hex digits of its SHA-256. Two outputs showing the same
-// fingerprint name the same incarnation of a lease; neither can be used
-// to heartbeat or release it.
-func TokenFingerprint(token string) string {
-	if token == "" {
-		return ""
-	}
-	sum := sha256Sum([]byte(token))
-	return "sha256:" + hex.EncodeToString(sum[:6])
-}
-
 // Redacted is a copy of r whose token is replaced by its fingerprint, for
 // output to anyone but the process that acquired the lease.
 func (r *Record) Redacted() *Record {
@@ -155,7 +142,7 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 // marshal renders the record. A value in r.deep cannot go through
 // encoding/json: with subst nil (outputs) it is left out, the payload shown
 // as null and the names listed under "omitted"; otherwise (the file) it is
-// written as a unique placeholder string recorded in subst, for encodeFile
+// written as a unique placeholder string recorded in subst, for EncodeFile
 // to put the original text back.
 func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 	if r.Corrupt {
@@ -179,7 +166,7 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 			omitted = append(omitted, name)
 			return nil, false
 		}
-		ph := `"\u0000deep-` + randomHex(16) + `"`
+		ph := `"\u0000deep-` + RandomHex(16) + `"`
 		subst[ph] = v
 		return json.RawMessage(ph), true
 	}
@@ -285,9 +272,9 @@ func marshalPlain(v any) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
-// encodeFile renders the record as stored on disk: two-space indented JSON
+// EncodeFile renders the record as stored on disk: two-space indented JSON
 // and a final newline, the layout the reference implementation writes.
-func (r *Record) encodeFile() ([]byte, error) {
+func (r *Record) EncodeFile() ([]byte, error) {
 	subst := map[string]json.RawMessage{}
 	compact, err := r.marshal(subst)
 	if err != nil {

@@ -89,7 +89,7 @@ func TestDecodeRecordFastMatchesEncodingJSON(t *testing.T) {
 	now, boot := (&Store{opts: defaultOptions()}).instant()
 	r.stamp(now, boot)
 	r.AcquiredAt = r.Heartbeat
-	data, err := r.encodeFile()
+	data, err := r.EncodeFile()
 	if err != nil {
 		t.Fatal(err)
 	}

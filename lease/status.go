@@ -58,24 +58,18 @@ func (s *Store) Status(ctx context.Context, kind string) (*Status, error) {
 // fence apart from the record (the directory store), it is not read, and
 // Record.Fence is then 0.
 func (s *Store) Peek(ctx context.Context, kind string) (*Status, error) {
-	p, ok := s.b.(peeker)
+	p, ok := s.b.(Peeker)
 	if !ok {
 		return s.Status(ctx, kind)
 	}
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	rec, err := p.peek(ctx, kind)
+	rec, err := p.Peek(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
 	return s.judge(kind, rec), nil
-}
-
-// peeker is implemented by backends that can read a record without its
-// fence, which costs more system calls than the record itself.
-type peeker interface {
-	peek(ctx context.Context, kind string) (*Record, error)
 }
 
 func (s *Store) judge(kind string, rec *Record) *Status {

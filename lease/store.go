@@ -230,12 +230,6 @@ func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Reco
 	})
 }
 
-// unfencedUpdater is a backend whose Update can skip reading the fence of
-// the current record, for a change that never looks at it.
-type unfencedUpdater interface {
-	updateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error)
-}
-
 func notOwner(kind string, cur *Record) error {
 	if cur.Corrupt {
 		return fmt.Errorf("%w: the record of %s is unreadable", ErrNotOwner, kind)
@@ -267,10 +261,10 @@ func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Releas
 	}
 	out := &Released{}
 	update := s.b.Update
-	if u, ok := s.b.(unfencedUpdater); ok {
+	if u, ok := s.b.(UnfencedUpdater); ok {
 		// Nothing below looks at the record's fence, and the record is
 		// not handed on: the counter need not be read.
-		update = u.updateUnfenced
+		update = u.UpdateUnfenced
 	}
 	_, err := update(ctx, kind, func(cur *Record) (Change, error) {
 		*out = Released{}

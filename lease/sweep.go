@@ -11,14 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Sweeper is implemented by backends that leave temporary entries behind
-// when a process dies mid-operation and can remove them.
-type Sweeper interface {
-	// Sweep removes the temporaries of dead operations on kind ("" for
-	// every kind) and returns how many it removed.
-	Sweep(kind string) int
-}
-
 // temporaryKinds are the infixes of this implementation's temporaries:
 // .guard-<kind>.new-<r>, .guard-<kind>.reaped-<r>, .guard-<kind>.release-<r>
 // (guard directories being created, reaped or left) and .tmp-<kind>-<r>

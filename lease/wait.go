@@ -8,40 +8,6 @@ import (
 	"time"
 )
 
-// A WaitLiner is a [Backend] that can line up the waiters of a kind, so
-// that a release wakes one waiter instead of all of them (a herd racing
-// for the record, which made a hand-off with 50 waiters take up to
-// seconds). It is optional: [Store.AcquireWait] uses it when the backend
-// has it.
-//
-// LineUp joins the line of kind's waiters, for at most as long as ctx
-// (a backend may also tie the place to it, or ignore it). An error means
-// the line cannot be used: the caller then waits without it, as every waiter on a backend
-// without a line does. The line only orders waiters: it never decides who
-// holds the lease (the head still has to acquire it like anyone else), so
-// a line that fails, or two waiters that both believe they are the head,
-// can cost time but never exclusivity.
-type WaitLiner interface {
-	LineUp(ctx context.Context, kind string) (Place, error)
-}
-
-// A Place is a waiter's place in a kind's line (see [WaitLiner]).
-type Place struct {
-	// Turn delivers nil once the waiter is at the head of the line, or an
-	// error: the line became unusable, and the waiter goes on without it.
-	Turn <-chan error
-	// Leave gives the place or the turn back. It may be called at any
-	// time, and more than once.
-	Leave func()
-	// Recheck is how often a waiter behind the head reads the record
-	// itself, in case the head has stopped without leaving (0: every
-	// lineCheckFactor poll intervals). A line whose places lapse by
-	// themselves when their waiter stops (etcd: a key bound to the
-	// waiter's own etcd lease) needs the net only as a last resort and
-	// sets it long, so that idle waiters cost nothing.
-	Recheck time.Duration
-}
-
 // lineCheckFactor: a waiter behind the head of the line reads the record
 // (without the guard) every lineCheckFactor poll intervals (give or take
 // half), and races for the lease like any other process when it has found

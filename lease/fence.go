@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/durable-lease/durable-lease/internal/jsonfast"
 	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
@@ -134,7 +135,7 @@ func (m fenceMark) marshal() []byte {
 	b = append(b, `{"f":`...)
 	b = strconv.AppendInt(b, m.Fence, 10)
 	b = append(b, `,"t":`...)
-	b = appendJSONString(b, m.Token, true)
+	b = jsonfast.AppendString(b, m.Token, true)
 	return append(b, '}')
 }
 

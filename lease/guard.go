@@ -9,10 +9,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/durable-lease/durable-lease/internal/jsonfast"
 	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
@@ -353,3 +355,32 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 // guardHook, when set by a test, is called at named points of the guard
 // protocol so the test can interleave other processes' steps there.
 var guardHook = func(point string) {}
+
+// marshal is json.Marshal(h), without reflection.
+func (h *guardHolder) marshal() []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"id":`...)
+	b = jsonfast.AppendString(b, h.ID, true)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(h.PID), 10)
+	if h.Host != "" {
+		b = append(b, `,"host":`...)
+		b = jsonfast.AppendString(b, h.Host, true)
+	}
+	if h.Boot != "" {
+		b = append(b, `,"boot":`...)
+		b = jsonfast.AppendString(b, h.Boot, true)
+	}
+	if h.PIDNS != "" {
+		b = append(b, `,"pidns":`...)
+		b = jsonfast.AppendString(b, h.PIDNS, true)
+	}
+	if h.Start != 0 {
+		b = append(b, `,"start":`...)
+		b = strconv.AppendUint(b, h.Start, 10)
+	}
+	if h.Lock {
+		b = append(b, `,"lock":true`...)
+	}
+	return append(b, '}')
+}

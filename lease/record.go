@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/jsonfast"
 )
 
 // RecordVersion is the value of the "v" field this package writes and the
@@ -181,7 +183,7 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, name, false)
+		b = jsonfast.AppendString(b, name, false)
 		b = append(b, ':')
 		// The scalars of every record are written here as marshalPlain
 		// writes them; the rest (payloads, other tools' fields) by it.
@@ -190,10 +192,10 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 			b = strconv.AppendInt(b, int64(x), 10)
 			return nil
 		case string:
-			b = appendJSONString(b, x, false)
+			b = jsonfast.AppendString(b, x, false)
 			return nil
 		case float64:
-			if out, ok := appendJSONFloat(b, x); ok {
+			if out, ok := jsonfast.AppendFloat(b, x); ok {
 				b = out
 				return nil
 			}
@@ -204,11 +206,11 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 			}
 		case bootField:
 			b = append(b, `{"id":`...)
-			b = appendJSONString(b, x.ID, false)
+			b = jsonfast.AppendString(b, x.ID, false)
 			b = append(b, `,"ms":`...)
 			b = strconv.AppendInt(b, x.Ms, 10)
 			b = append(b, `,"at":`...)
-			b = appendJSONString(b, x.At, false)
+			b = jsonfast.AppendString(b, x.At, false)
 			b = append(b, '}')
 			return nil
 		}
@@ -280,7 +282,7 @@ func (r *Record) EncodeFile() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, ok := indentCompact(make([]byte, 0, 2*len(compact)), compact)
+	out, ok := jsonfast.IndentCompact(make([]byte, 0, 2*len(compact)), compact)
 	if !ok {
 		var b bytes.Buffer
 		if err := json.Indent(&b, compact, "", "  "); err != nil {

@@ -1,21 +1,24 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire plus release on
 // one kind: two guarded read-modify-writes of a real store.
 func BenchmarkAcquireRelease(b *testing.B) {
-	s, err := Open(b.TempDir())
+	s, err := dirstore.Open(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	req := Request{Kind: "bench", Owner: "bench-owner", TTLMinutes: 1}
+	req := lease.Request{Kind: "bench", Owner: "bench-owner", TTLMinutes: 1}
 	b.ReportAllocs()
 	for b.Loop() {
 		acq, err := s.Acquire(ctx, req)
@@ -31,7 +34,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // BenchmarkAcquireReleaseParallel runs acquire plus release from many
 // goroutines, each on its own kind, sharing one store directory.
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
-	s, err := Open(b.TempDir())
+	s, err := dirstore.Open(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,7 +42,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		req := Request{Kind: fmt.Sprintf("bench-%d", next.Add(1)), Owner: "bench-owner", TTLMinutes: 1}
+		req := lease.Request{Kind: fmt.Sprintf("bench-%d", next.Add(1)), Owner: "bench-owner", TTLMinutes: 1}
 		for pb.Next() {
 			acq, err := s.Acquire(ctx, req)
 			if err != nil {

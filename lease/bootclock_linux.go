@@ -82,7 +82,7 @@ var bootID = sync.OnceValue(func() string {
 
 // Boot reads CLOCK_BOOTTIME, which counts from boot, suspend included, and
 // which setting the date does not move.
-func (realClock) Boot() (BootStamp, bool) {
+func (WallClock) Boot() (BootStamp, bool) {
 	id := bootID()
 	if id == "" {
 		return BootStamp{}, false

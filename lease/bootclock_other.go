@@ -4,4 +4,4 @@ package lease
 
 // Boot reports no boot clock: off Linux the store judges by the wall clock
 // alone, as the Node tool does.
-func (realClock) Boot() (BootStamp, bool) { return BootStamp{}, false }
+func (WallClock) Boot() (BootStamp, bool) { return BootStamp{}, false }

@@ -167,7 +167,7 @@ func (s *Store) instant() (time.Time, *BootStamp) {
 	return now, nil
 }
 
-// realClock is the wall clock.
-type realClock struct{}
+// WallClock is the wall clock.
+type WallClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (WallClock) Now() time.Time { return time.Now() }

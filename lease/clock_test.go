@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // steppingClock is a fake wall clock with a boot clock beside it, so a
@@ -17,12 +20,12 @@ import (
 type steppingClock struct {
 	mu   sync.Mutex
 	wall time.Time
-	boot BootStamp
+	boot lease.BootStamp
 	has  bool
 }
 
 func (c *steppingClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.wall }
-func (c *steppingClock) Boot() (BootStamp, bool) {
+func (c *steppingClock) Boot() (lease.BootStamp, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.boot, c.has
@@ -45,31 +48,31 @@ func (c *steppingClock) step(d time.Duration) {
 
 func TestJudgeRules(t *testing.T) {
 	hb := t0
-	this := BootStamp{ID: "b1", Ms: 10_000_000}
-	rec := func(ttl float64, boot *BootStamp) *Record {
-		return &Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: ttl, AcquiredAt: hb, Boot: boot}
+	this := lease.BootStamp{ID: "b1", Ms: 10_000_000}
+	rec := func(ttl float64, boot *lease.BootStamp) *lease.Record {
+		return &lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: ttl, AcquiredAt: hb, Boot: boot}
 	}
-	at := func(ms int64) *BootStamp { return &BootStamp{ID: this.ID, Ms: this.Ms + ms} }
+	at := func(ms int64) *lease.BootStamp { return &lease.BootStamp{ID: this.ID, Ms: this.Ms + ms} }
 	tests := []struct {
 		name string
-		r    *Record
+		r    *lease.Record
 		now  time.Time
-		boot *BootStamp
+		boot *lease.BootStamp
 		live bool
 		rule string
 		left time.Duration // ExpiresAt - now
 	}{
-		{"no step: wall decides", rec(1, &this), hb.Add(30 * time.Second), at(30_000), true, RuleWall, 30 * time.Second},
-		{"small disagreement is noise", rec(1, &this), hb.Add(61 * time.Second), at(60_500), false, RuleWall, -time.Second},
-		{"wall stepped forward an hour: boot keeps the holder", rec(1, &this), hb.Add(time.Hour + 10*time.Second), at(10_000), true, RuleBoot, 50 * time.Second},
-		{"wall stepped back an hour: boot expires it on time", rec(1, &this), hb.Add(-time.Hour + 70*time.Second), at(70_000), false, RuleBoot, -10 * time.Second},
-		{"stamp of another boot: wall decides", rec(1, &BootStamp{ID: "b0", Ms: 5}), hb.Add(time.Hour), at(0), false, RuleWall, -59 * time.Minute},
-		{"stamp ahead of the boot clock is not trusted", rec(1, at(1_000_000)), hb.Add(time.Hour), at(0), false, RuleWall, -59 * time.Minute},
-		{"no stamp on the record (Node): wall decides", rec(1, nil), hb.Add(time.Hour), at(0), false, RuleWall, -59 * time.Minute},
-		{"no boot clock: wall decides", rec(1, &this), hb.Add(time.Hour), nil, false, RuleWall, -59 * time.Minute},
-		{"heartbeat in the year 2300", &Record{V: 1, Kind: "k", Heartbeat: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), TTLMinutes: 5}, hb, nil, false, RuleFuture, 0},
-		{"future within allowance holds at most allowance+ttl", rec(5, nil), hb.Add(-5 * time.Minute), nil, true, RuleWall, 10 * time.Minute},
-		{"corrupt", &Record{Kind: "k", Corrupt: true}, hb, at(0), false, RuleCorrupt, 0},
+		{"no step: wall decides", rec(1, &this), hb.Add(30 * time.Second), at(30_000), true, lease.RuleWall, 30 * time.Second},
+		{"small disagreement is noise", rec(1, &this), hb.Add(61 * time.Second), at(60_500), false, lease.RuleWall, -time.Second},
+		{"wall stepped forward an hour: boot keeps the holder", rec(1, &this), hb.Add(time.Hour + 10*time.Second), at(10_000), true, lease.RuleBoot, 50 * time.Second},
+		{"wall stepped back an hour: boot expires it on time", rec(1, &this), hb.Add(-time.Hour + 70*time.Second), at(70_000), false, lease.RuleBoot, -10 * time.Second},
+		{"stamp of another boot: wall decides", rec(1, &lease.BootStamp{ID: "b0", Ms: 5}), hb.Add(time.Hour), at(0), false, lease.RuleWall, -59 * time.Minute},
+		{"stamp ahead of the boot clock is not trusted", rec(1, at(1_000_000)), hb.Add(time.Hour), at(0), false, lease.RuleWall, -59 * time.Minute},
+		{"no stamp on the record (Node): wall decides", rec(1, nil), hb.Add(time.Hour), at(0), false, lease.RuleWall, -59 * time.Minute},
+		{"no boot clock: wall decides", rec(1, &this), hb.Add(time.Hour), nil, false, lease.RuleWall, -59 * time.Minute},
+		{"heartbeat in the year 2300", &lease.Record{V: 1, Kind: "k", Heartbeat: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), TTLMinutes: 5}, hb, nil, false, lease.RuleFuture, 0},
+		{"future within allowance holds at most allowance+ttl", rec(5, nil), hb.Add(-5 * time.Minute), nil, true, lease.RuleWall, 10 * time.Minute},
+		{"corrupt", &lease.Record{Kind: "k", Corrupt: true}, hb, at(0), false, lease.RuleCorrupt, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +80,7 @@ func TestJudgeRules(t *testing.T) {
 			if lv.Live != tt.live || lv.Rule != tt.rule {
 				t.Fatalf("Judge = live %v rule %q, want live %v rule %q", lv.Live, lv.Rule, tt.live, tt.rule)
 			}
-			if tt.rule == RuleFuture || tt.rule == RuleCorrupt {
+			if tt.rule == lease.RuleFuture || tt.rule == lease.RuleCorrupt {
 				return
 			}
 			if got := lv.ExpiresAt.Sub(tt.now); got != tt.left {
@@ -91,8 +94,8 @@ func TestJudgeRules(t *testing.T) {
 // stamp is live for at most MaxFuture + TTL from any instant it is judged.
 func TestBoundedFuture(t *testing.T) {
 	for _, ttl := range []float64{0.001, 0.01, 1, 60, 527040} {
-		r := &Record{V: 1, Kind: "k", TTLMinutes: ttl}
-		bound := MaxFuture(r.TTL()) + r.TTL()
+		r := &lease.Record{V: 1, Kind: "k", TTLMinutes: ttl}
+		bound := lease.MaxFuture(r.TTL()) + r.TTL()
 		for _, ahead := range []time.Duration{0, time.Second, time.Minute, time.Hour, 24 * time.Hour, 1 << 62} {
 			r.Heartbeat = t0.Add(ahead)
 			lv := r.Judge(t0, nil)
@@ -104,8 +107,8 @@ func TestBoundedFuture(t *testing.T) {
 }
 
 func TestBootFieldRoundTrip(t *testing.T) {
-	r := &Record{V: 1, Kind: "k", Owner: "o", Token: "t", TTLMinutes: 1, Payload: json.RawMessage(`{"a":1}`)}
-	r.stamp(t0, &BootStamp{ID: "b1/4026531834", Ms: 42})
+	r := &lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", TTLMinutes: 1, Payload: json.RawMessage(`{"a":1}`)}
+	r.StampForTest(t0, &lease.BootStamp{ID: "b1/4026531834", Ms: 42})
 	r.AcquiredAt = r.Heartbeat
 	data, err := r.EncodeFile()
 	if err != nil {
@@ -114,7 +117,7 @@ func TestBootFieldRoundTrip(t *testing.T) {
 	if !strings.Contains(string(data), `"boot": {`) || !strings.HasSuffix(strings.TrimSpace(string(data)), "}") {
 		t.Fatalf("encoded: %s", data)
 	}
-	got := DecodeRecord("k", data)
+	got := lease.DecodeRecord("k", data)
 	if got.Corrupt || got.Boot == nil || *got.Boot != *r.Boot || got.Extra != nil {
 		t.Fatalf("decoded %+v boot %+v extra %v", got, got.Boot, got.Extra)
 	}
@@ -124,16 +127,16 @@ func TestBootFieldRoundTrip(t *testing.T) {
 	// dropped, never trusted.
 	var m map[string]any
 	_ = json.Unmarshal(data, &m)
-	m["heartbeat"] = FormatTime(t0.Add(time.Minute))
+	m["heartbeat"] = lease.FormatTime(t0.Add(time.Minute))
 	moved, _ := json.Marshal(m)
-	if got := DecodeRecord("k", moved); got.Corrupt || got.Boot != nil || got.Extra["boot"] != nil {
+	if got := lease.DecodeRecord("k", moved); got.Corrupt || got.Boot != nil || got.Extra["boot"] != nil {
 		t.Fatalf("stale stamp kept: boot %+v extra %v", got.Boot, got.Extra)
 	}
 
 	// A "boot" field that is not ours is someone else's data: kept as is.
 	m["boot"] = "not ours"
 	other, _ := json.Marshal(m)
-	if got := DecodeRecord("k", other); got.Corrupt || got.Boot != nil || string(got.Extra["boot"]) != `"not ours"` {
+	if got := lease.DecodeRecord("k", other); got.Corrupt || got.Boot != nil || string(got.Extra["boot"]) != `"not ours"` {
 		t.Fatalf("foreign boot field: boot %+v extra %v", got.Boot, got.Extra)
 	}
 }
@@ -143,12 +146,12 @@ func TestBootFieldRoundTrip(t *testing.T) {
 // step does not keep a dead lease, and heartbeats refresh both stamps.
 func TestClockStepsThroughTheStore(t *testing.T) {
 	ctx := context.Background()
-	clk := &steppingClock{wall: t0, boot: BootStamp{ID: "boot-a", Ms: 1_000_000}, has: true}
-	s, err := Open(filepath.Join(t.TempDir(), "store"), WithClock(clk))
+	clk := &steppingClock{wall: t0, boot: lease.BootStamp{ID: "boot-a", Ms: 1_000_000}, has: true}
+	s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Acquire(ctx, Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
+	a, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +160,11 @@ func TestClockStepsThroughTheStore(t *testing.T) {
 	}
 	clk.pass(10 * time.Second)
 	clk.step(2 * time.Hour) // the date is set forward while alice holds
-	if _, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1}); !isHeld(err) {
+	if _, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "bob", TTLMinutes: 1}); !isHeld(err) {
 		t.Fatalf("bob after a forward step: %v, want held", err)
 	}
 	st, _ := s.Status(context.Background(), "k")
-	if st.State != Held || st.Rule != RuleBoot || st.Remaining != 50*time.Second {
+	if st.State != lease.Held || st.Rule != lease.RuleBoot || st.Remaining != 50*time.Second {
 		t.Fatalf("status after forward step: %s rule %s remaining %v", st.State, st.Rule, st.Remaining)
 	}
 	rec, err := s.Heartbeat(ctx, "k", "alice", a.Record.Token)
@@ -176,11 +179,11 @@ func TestClockStepsThroughTheStore(t *testing.T) {
 	// still expires it one TTL later.
 	clk.step(-3 * time.Hour)
 	clk.pass(59 * time.Second)
-	if _, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1}); !isHeld(err) {
+	if _, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "bob", TTLMinutes: 1}); !isHeld(err) {
 		t.Fatalf("bob inside alice's TTL: %v, want held", err)
 	}
 	clk.pass(2 * time.Second)
-	took, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1})
+	took, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "bob", TTLMinutes: 1})
 	if err != nil || !took.TookOverExpired {
 		t.Fatalf("bob after alice's TTL by the boot clock: %v %+v", err, took)
 	}
@@ -196,7 +199,7 @@ func TestClockStepsThroughTheStore(t *testing.T) {
 }
 
 func isHeld(err error) bool {
-	_, ok := err.(*HeldError)
+	_, ok := err.(*lease.HeldError)
 	return ok
 }
 
@@ -207,7 +210,7 @@ func isHeld(err error) bool {
 // leave the deep value out and say so.
 func TestDeepRecordJudgedAsNode(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "store"))
+	s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,17 +220,17 @@ func TestDeepRecordJudgedAsNode(t *testing.T) {
 	const n = 20_000
 	payload := strings.Repeat("[", n) + strings.Repeat("]", n)
 	extra := strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n)
-	rec := `{"v":1,"kind":"deep","owner":"node-agent","token":"tok","heartbeat":"` + FormatTime(time.Now()) +
+	rec := `{"v":1,"kind":"deep","owner":"node-agent","token":"tok","heartbeat":"` + lease.FormatTime(time.Now()) +
 		`","ttlMinutes":5,"payload":` + payload + `,"acquiredAt":"2026-01-01T00:00:00.000Z","x":` + extra + "}\n"
 	path := filepath.Join(s.Dir(), "deep.json")
 	if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Status(context.Background(), "deep")
-	if err != nil || st.State != Held || st.Record.Corrupt || st.Record.Owner != "node-agent" {
+	if err != nil || st.State != lease.Held || st.Record.Corrupt || st.Record.Owner != "node-agent" {
 		t.Fatalf("status of a deep record: %v %+v", err, st)
 	}
-	if _, err := s.Acquire(ctx, Request{Kind: "deep", Owner: "other", TTLMinutes: 1}); !isHeld(err) {
+	if _, err := s.Acquire(ctx, lease.Request{Kind: "deep", Owner: "other", TTLMinutes: 1}); !isHeld(err) {
 		t.Fatalf("acquire over a live deep record: %v, want held", err)
 	}
 	out, err := json.Marshal(st.Record)
@@ -249,7 +252,7 @@ func TestDeepRecordJudgedAsNode(t *testing.T) {
 	if !strings.Contains(string(data), `"payload": `+payload+",") || !strings.Contains(string(data), `"x": `+extra+"\n") {
 		t.Fatalf("payload or extra not kept verbatim across a heartbeat")
 	}
-	if got := DecodeRecord("deep", data); got.Corrupt || got.Owner != "node-agent" {
+	if got := lease.DecodeRecord("deep", data); got.Corrupt || got.Owner != "node-agent" {
 		t.Fatalf("rewritten record reads back %+v", got)
 	}
 
@@ -260,7 +263,7 @@ func TestDeepRecordJudgedAsNode(t *testing.T) {
 		`{"v":1,"payload":` + strings.Repeat("[", n) + `}`,
 		strings.Repeat("[", n) + strings.Repeat("]", n),
 	} {
-		if got := DecodeRecord("deep", []byte(bad)); !got.Corrupt {
+		if got := lease.DecodeRecord("deep", []byte(bad)); !got.Corrupt {
 			t.Errorf("invalid deep JSON read as a record: %.60q", bad)
 		}
 	}

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"bufio"
@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // fakeClock is a Clock that moves only when told to, so expiry is tested
@@ -42,11 +45,11 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
 
 // newTestStore opens a store over a fresh directory (not yet created) with
 // a fake clock at t0.
-func newTestStore(t *testing.T, opts ...Option) (*Store, *fakeClock) {
+func newTestStore(t *testing.T, opts ...lease.Option) (*lease.Store, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock(t0)
 	dir := filepath.Join(t.TempDir(), "store")
-	s, err := Open(dir, append([]Option{WithClock(clk)}, opts...)...)
+	s, err := dirstore.Open(dir, append([]lease.Option{lease.WithClock(clk)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -54,9 +57,9 @@ func newTestStore(t *testing.T, opts ...Option) (*Store, *fakeClock) {
 }
 
 // mustAcquire acquires or fails the test.
-func mustAcquire(t *testing.T, s *Store, kind, owner string, ttl float64) *Record {
+func mustAcquire(t *testing.T, s *lease.Store, kind, owner string, ttl float64) *lease.Record {
 	t.Helper()
-	acq, err := s.Acquire(context.Background(), Request{Kind: kind, Owner: owner, TTLMinutes: ttl})
+	acq, err := s.Acquire(context.Background(), lease.Request{Kind: kind, Owner: owner, TTLMinutes: ttl})
 	if err != nil {
 		t.Fatalf("Acquire(%s, %s): %v", kind, owner, err)
 	}
@@ -100,7 +103,7 @@ func exists(t *testing.T, path string) bool {
 // journalEvents reads reaped.log as generic JSON objects (none if absent).
 func journalEvents(t *testing.T, dir string) []map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, JournalName))
+	data, err := os.ReadFile(filepath.Join(dir, dirstore.JournalName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -134,18 +137,8 @@ func eventsNamed(events []map[string]any, name string) []map[string]any {
 func recordJSON(kind, owner, token string, hb time.Time, ttl float64) string {
 	m := map[string]any{
 		"v": 1, "kind": kind, "owner": owner, "token": token,
-		"heartbeat": FormatTime(hb), "ttlMinutes": ttl, "payload": nil, "acquiredAt": FormatTime(hb),
+		"heartbeat": lease.FormatTime(hb), "ttlMinutes": ttl, "payload": nil, "acquiredAt": lease.FormatTime(hb),
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
-}
-
-// testFileBackend is newFileBackend for a test, which fails on an error.
-func testFileBackend(t testing.TB, dir string, clock Clock, g guardConfig) *fileBackend {
-	t.Helper()
-	b, err := newFileBackend(dir, clock, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

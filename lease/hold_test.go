@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -8,18 +8,21 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // flakyBackend fails the next n mutations, to stand for a busy guard or a
 // full disk without waiting for either.
 type flakyBackend struct {
-	Backend
+	lease.Backend
 	fail atomic.Int32
 }
 
 var errFlaky = errors.New("injected failure")
 
-func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
 	if b.fail.Add(-1) >= 0 {
 		return nil, errFlaky
 	}
@@ -28,10 +31,14 @@ func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*Record)
 }
 
 // realStore is a store on the real clock: a Hold's timers run on real time.
-func realStore(t *testing.T) (*Store, *flakyBackend) {
+func realStore(t *testing.T) (*lease.Store, *flakyBackend) {
 	t.Helper()
-	fb := &flakyBackend{Backend: testFileBackend(t, filepath.Join(t.TempDir(), "store"), realClock{}, guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale})}
-	s, err := New(fb)
+	b, err := dirstore.NewBackend(filepath.Join(t.TempDir(), "store"), dirstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &flakyBackend{Backend: b}
+	s, err := lease.New(fb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +48,7 @@ func realStore(t *testing.T) (*Store, *flakyBackend) {
 // ttl300ms is a TTL in minutes short enough to lapse within a test.
 const ttl300ms = 0.005
 
-func keep(t *testing.T, s *Store, rec *Record, o HoldOptions) *Hold {
+func keep(t *testing.T, s *lease.Store, rec *lease.Record, o lease.HoldOptions) *lease.Hold {
 	t.Helper()
 	h, err := s.Keep(context.Background(), rec.Kind, rec.Owner, rec.Token, o)
 	if err != nil {
@@ -51,7 +58,7 @@ func keep(t *testing.T, s *Store, rec *Record, o HoldOptions) *Hold {
 	return h
 }
 
-func waitDone(t *testing.T, h *Hold, within time.Duration) error {
+func waitDone(t *testing.T, h *lease.Hold, within time.Duration) error {
 	t.Helper()
 	select {
 	case <-h.Done():
@@ -65,13 +72,13 @@ func waitDone(t *testing.T, h *Hold, within time.Duration) error {
 func TestHoldKeepsTheLeaseAlive(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", ttl300ms)
-	h := keep(t, s, rec, HoldOptions{})
+	h := keep(t, s, rec, lease.HoldOptions{})
 	if h.Interval() != 37500*time.Microsecond {
 		t.Errorf("default interval = %s, want TTL/8 = 37.5ms", h.Interval())
 	}
 	time.Sleep(1 * time.Second) // more than three TTLs
 	st, err := s.Status(context.Background(), "k")
-	if err != nil || st.State != Held || st.Record.Token != rec.Token {
+	if err != nil || st.State != lease.Held || st.Record.Token != rec.Token {
 		t.Fatalf("after three TTLs under a hold: %+v, %v; want held with the same token", st, err)
 	}
 	if !st.Record.Heartbeat.After(rec.Heartbeat) || !h.Record().Heartbeat.After(rec.Heartbeat) {
@@ -87,30 +94,30 @@ func TestHoldKeepsTheLeaseAlive(t *testing.T) {
 func TestHoldReportsDefiniteLoss(t *testing.T) {
 	tests := []struct {
 		name  string
-		steal func(s *Store)
+		steal func(s *lease.Store)
 		want  error
 	}{
-		{"forced release", func(s *Store) { _, _ = s.ForceRelease(context.Background(), "k", "op") }, ErrNotHeld},
-		{"taken over", func(s *Store) {
+		{"forced release", func(s *lease.Store) { _, _ = s.ForceRelease(context.Background(), "k", "op") }, lease.ErrNotHeld},
+		{"taken over", func(s *lease.Store) {
 			_, _ = s.ForceRelease(context.Background(), "k", "op")
 			mustAcquire(t, s, "k", "thief", 1)
-		}, ErrNotOwner},
+		}, lease.ErrNotOwner},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := realStore(t)
 			rec := mustAcquire(t, s, "k", "o", 1)
-			h := keep(t, s, rec, HoldOptions{Interval: 20 * time.Millisecond})
+			h := keep(t, s, rec, lease.HoldOptions{Interval: 20 * time.Millisecond})
 			tt.steal(s)
 			err := waitDone(t, h, 5*time.Second)
-			if !errors.Is(err, ErrLost) || !errors.Is(err, tt.want) {
+			if !errors.Is(err, lease.ErrLost) || !errors.Is(err, tt.want) {
 				t.Fatalf("Err() = %v, want ErrLost and %v", err, tt.want)
 			}
-			if rerr := h.Release(context.Background()); !errors.Is(rerr, ErrLost) {
+			if rerr := h.Release(context.Background()); !errors.Is(rerr, lease.ErrLost) {
 				t.Errorf("Release after a loss = %v, want the loss", rerr)
 			}
-			if tt.want == ErrNotOwner {
-				if st, _ := s.Status(context.Background(), "k"); st.State != Held || st.Record.Owner != "thief" {
+			if tt.want == lease.ErrNotOwner {
+				if st, _ := s.Status(context.Background(), "k"); st.State != lease.Held || st.Record.Owner != "thief" {
 					t.Errorf("release after loss touched the successor: %+v", st)
 				}
 			}
@@ -122,9 +129,9 @@ func TestHoldLosesALeaseThatLapses(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", ttl300ms)
 	start := time.Now()
-	h := keep(t, s, rec, HoldOptions{Interval: time.Hour})
+	h := keep(t, s, rec, lease.HoldOptions{Interval: time.Hour})
 	err := waitDone(t, h, 5*time.Second)
-	if !errors.Is(err, ErrLost) || !errors.Is(err, ErrExpired) {
+	if !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrExpired) {
 		t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
 	}
 	if el := time.Since(start); el < 250*time.Millisecond {
@@ -135,7 +142,7 @@ func TestHoldLosesALeaseThatLapses(t *testing.T) {
 func TestHoldRetriesOnceThenLoses(t *testing.T) {
 	s, fb := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
-	h := keep(t, s, rec, HoldOptions{Interval: 30 * time.Millisecond, RetryPause: 10 * time.Millisecond})
+	h := keep(t, s, rec, lease.HoldOptions{Interval: 30 * time.Millisecond, RetryPause: 10 * time.Millisecond})
 
 	fb.fail.Store(1) // one failure: the retry gets through
 	time.Sleep(200 * time.Millisecond)
@@ -147,7 +154,7 @@ func TestHoldRetriesOnceThenLoses(t *testing.T) {
 
 	fb.fail.Store(2) // two in a row: lost
 	err := waitDone(t, h, 5*time.Second)
-	if !errors.Is(err, ErrLost) || !errors.Is(err, errFlaky) {
+	if !errors.Is(err, lease.ErrLost) || !errors.Is(err, errFlaky) {
 		t.Fatalf("Err() = %v, want ErrLost wrapping the failure", err)
 	}
 }
@@ -156,7 +163,7 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	var calls atomic.Int32
-	h := keep(t, s, rec, HoldOptions{Interval: 10 * time.Millisecond, Release: func(ctx context.Context) error {
+	h := keep(t, s, rec, lease.HoldOptions{Interval: 10 * time.Millisecond, Release: func(ctx context.Context) error {
 		calls.Add(1)
 		_, err := s.Release(ctx, "k", "o", rec.Token)
 		return err
@@ -173,7 +180,7 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("release ran %d times, want 1", n)
 	}
-	if st, _ := s.Status(context.Background(), "k"); st.State != Free {
+	if st, _ := s.Status(context.Background(), "k"); st.State != lease.Free {
 		t.Errorf("after Release: %s, want free", st.State)
 	}
 	select {
@@ -186,13 +193,13 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 func TestHoldStopLeavesTheLease(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
-	h := keep(t, s, rec, HoldOptions{Interval: 10 * time.Millisecond})
+	h := keep(t, s, rec, lease.HoldOptions{Interval: 10 * time.Millisecond})
 	h.Stop()
 	h.Stop() // idempotent
 	beat := h.Record().Heartbeat
 	time.Sleep(50 * time.Millisecond)
 	st, _ := s.Status(context.Background(), "k")
-	if st.State != Held || !st.Record.Heartbeat.Equal(beat) {
+	if st.State != lease.Held || !st.Record.Heartbeat.Equal(beat) {
 		t.Errorf("after Stop: %s beat %s, want held and no more beats after %s", st.State, st.Record.Heartbeat, beat)
 	}
 	if h.Err() != nil {
@@ -204,7 +211,7 @@ func TestHoldContextCancelIsNotALoss(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := s.Keep(ctx, "k", "o", rec.Token, HoldOptions{Interval: 10 * time.Millisecond})
+	h, err := s.Keep(ctx, "k", "o", rec.Token, lease.HoldOptions{Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +225,11 @@ func TestHoldContextCancelIsNotALoss(t *testing.T) {
 func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
-	if _, err := s.Keep(context.Background(), "k", "o", "wrong-token", HoldOptions{}); !errors.Is(err, ErrLost) || !errors.Is(err, ErrNotOwner) {
+	if _, err := s.Keep(context.Background(), "k", "o", "wrong-token", lease.HoldOptions{}); !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Keep with a wrong token = %v, want ErrLost and ErrNotOwner", err)
 	}
 	_, _ = s.Release(context.Background(), "k", "o", rec.Token)
-	if _, err := s.Keep(context.Background(), "k", "o", rec.Token, HoldOptions{}); !errors.Is(err, ErrLost) || !errors.Is(err, ErrNotHeld) {
+	if _, err := s.Keep(context.Background(), "k", "o", rec.Token, lease.HoldOptions{}); !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Keep after release = %v, want ErrLost and ErrNotHeld", err)
 	}
 }
@@ -231,7 +238,7 @@ func TestKeepTakesTheAcquiredRecordAsItsFirstBeat(t *testing.T) {
 	s, fb := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	fb.fail.Store(1) // a write now would fail: Keep must not need one
-	h, err := s.Keep(context.Background(), "k", "o", rec.Token, HoldOptions{Interval: time.Hour, Acquired: rec})
+	h, err := s.Keep(context.Background(), "k", "o", rec.Token, lease.HoldOptions{Interval: time.Hour, Acquired: rec})
 	if err != nil {
 		t.Fatalf("Keep with the acquired record: %v", err)
 	}
@@ -240,7 +247,7 @@ func TestKeepTakesTheAcquiredRecordAsItsFirstBeat(t *testing.T) {
 		t.Errorf("the hold did not start from the acquired record")
 	}
 	fb.fail.Store(0)
-	if _, err := s.Keep(context.Background(), "k", "o", "not-ours", HoldOptions{Acquired: rec}); !errors.Is(err, ErrLost) {
+	if _, err := s.Keep(context.Background(), "k", "o", "not-ours", lease.HoldOptions{Acquired: rec}); !errors.Is(err, lease.ErrLost) {
 		t.Errorf("Keep with a record of another token = %v, want it to check the store and find the lease lost", err)
 	}
 }

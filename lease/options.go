@@ -15,7 +15,6 @@ type Option func(*options) error
 type options struct {
 	clock        Clock
 	owners       *OwnerFence
-	guard        guardConfig
 	pollInterval time.Duration
 }
 
@@ -27,9 +26,8 @@ const DefaultPollInterval = 250 * time.Millisecond
 
 func defaultOptions() options {
 	return options{
-		clock:        realClock{},
+		clock:        WallClock{},
 		owners:       &OwnerFence{text: DefaultOwnerPattern},
-		guard:        guardConfig{wait: DefaultGuardWait, stale: DefaultGuardStale},
 		pollInterval: DefaultPollInterval,
 	}
 }
@@ -58,29 +56,6 @@ func WithOwnerPattern(pattern string) Option {
 	}
 }
 
-// WithGuardWait bounds how long a mutation waits for a kind's critical section.
-func WithGuardWait(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return invalidf("guard wait %s must be positive", d)
-		}
-		o.guard.wait = d
-		return nil
-	}
-}
-
-// WithGuardStale sets the age past which an unidentifiable guard is judged
-// abandoned. Keep it far above any plausible hold.
-func WithGuardStale(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return invalidf("guard stale age %s must be positive", d)
-		}
-		o.guard.stale = d
-		return nil
-	}
-}
-
 // WithPollInterval sets how often a waiter re-reads a lease between events.
 func WithPollInterval(d time.Duration) Option {
 	return func(o *options) error {
@@ -90,4 +65,15 @@ func WithPollInterval(d time.Duration) Option {
 		o.pollInterval = d
 		return nil
 	}
+}
+
+// ClockOf is the clock opts give a [Store] (the [WallClock] unless
+// [WithClock] sets another), for a backend that must judge liveness on
+// the same clock as the store above it.
+func ClockOf(opts ...Option) (Clock, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return o.clock, nil
 }

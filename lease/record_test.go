@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 const validRecord = `{
@@ -31,12 +33,12 @@ func TestDecodeRecordValid(t *testing.T) {
 	tests := []struct {
 		name string
 		data string
-		want Record
+		want lease.Record
 	}{
 		{
 			name: "full record",
 			data: validRecord,
-			want: Record{
+			want: lease.Record{
 				V: 1, Kind: "merge-baton", Owner: "agent-7", Token: "5f0c1d9e8a7b4c3d2e1f0a9b8c7d6e5f",
 				Heartbeat: hb, TTLMinutes: 15, Payload: json.RawMessage(`{"pr": 123}`),
 				AcquiredAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
@@ -45,27 +47,27 @@ func TestDecodeRecordValid(t *testing.T) {
 		{
 			name: "no payload, no acquiredAt, fractional ttl",
 			data: `{"v":1,"kind":"k","owner":"o","token":"t","heartbeat":"2026-11-30T08:06:06.191Z","ttlMinutes":0.5}`,
-			want: Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: 0.5, AcquiredAt: hb},
+			want: lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: 0.5, AcquiredAt: hb},
 		},
 		{
 			name: "null payload and a uuid token",
 			data: `{"v":1,"kind":"k","owner":"o","token":"0b6a4c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b","heartbeat":"2026-11-30T08:06:06.191Z","ttlMinutes":1,"payload":null,"acquiredAt":"2026-11-30T08:06:06.191Z"}`,
-			want: Record{V: 1, Kind: "k", Owner: "o", Token: "0b6a4c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b", Heartbeat: hb, TTLMinutes: 1, AcquiredAt: hb},
+			want: lease.Record{V: 1, Kind: "k", Owner: "o", Token: "0b6a4c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b", Heartbeat: hb, TTLMinutes: 1, AcquiredAt: hb},
 		},
 		{
 			name: "v as 1.0, heartbeat without fraction and with an offset",
 			data: `{"v":1.0,"kind":"k","owner":"o","token":"t","heartbeat":"2026-11-30T09:06:06+01:00","ttlMinutes":1}`,
-			want: Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb.Truncate(time.Second), TTLMinutes: 1, AcquiredAt: hb.Truncate(time.Second)},
+			want: lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb.Truncate(time.Second), TTLMinutes: 1, AcquiredAt: hb.Truncate(time.Second)},
 		},
 		{
 			name: "maximum ttl",
 			data: `{"v":1,"kind":"k","owner":"o","token":"t","heartbeat":"2026-11-30T08:06:06.191Z","ttlMinutes":527040}`,
-			want: Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: MaxTTLMinutes, AcquiredAt: hb},
+			want: lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: lease.MaxTTLMinutes, AcquiredAt: hb},
 		},
 		{
 			name: "unknown fields kept in Extra",
 			data: `{"v":1,"kind":"k","owner":"o","token":"t","heartbeat":"2026-11-30T08:06:06.191Z","ttlMinutes":1,"host":"x","n":[1,2]}`,
-			want: Record{
+			want: lease.Record{
 				V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: 1, AcquiredAt: hb,
 				Extra: map[string]json.RawMessage{"host": json.RawMessage(`"x"`), "n": json.RawMessage(`[1,2]`)},
 			},
@@ -73,7 +75,7 @@ func TestDecodeRecordValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecodeRecord(tt.want.Kind, []byte(tt.data))
+			got := lease.DecodeRecord(tt.want.Kind, []byte(tt.data))
 			if got.Corrupt {
 				t.Fatalf("DecodeRecord: corrupt (%s), want valid", got.Reason)
 			}
@@ -123,7 +125,7 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecodeRecord("slot-1", []byte(tt.data))
+			got := lease.DecodeRecord("slot-1", []byte(tt.data))
 			if !got.Corrupt {
 				t.Fatalf("DecodeRecord(%q) = valid %+v, want corrupt", tt.data, got)
 			}
@@ -170,7 +172,7 @@ func TestRecordExpired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: tt.ttl, AcquiredAt: hb}
+			r := &lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: hb, TTLMinutes: tt.ttl, AcquiredAt: hb}
 			if got := r.Expired(tt.now); got != tt.expired {
 				t.Errorf("Expired(%v) = %v, want %v", tt.now.Sub(hb), got, tt.expired)
 			}
@@ -185,12 +187,12 @@ func TestEncodeFileFormat(t *testing.T) {
 	local := time.FixedZone("UTC+2", 2*3600)
 	tests := []struct {
 		name string
-		rec  Record
+		rec  lease.Record
 		want string
 	}{
 		{
 			name: "payload object, times in another zone with sub-ms precision",
-			rec: Record{
+			rec: lease.Record{
 				V: 1, Kind: "merge-baton", Owner: "agent-7", Token: "5f0c1d9e8a7b4c3d2e1f0a9b8c7d6e5f",
 				Heartbeat:  time.Date(2026, 1, 2, 5, 4, 5, 678_999_999, local),
 				TTLMinutes: 15, Payload: json.RawMessage(`{"pr":123,"tags":["a"]}`),
@@ -215,7 +217,7 @@ func TestEncodeFileFormat(t *testing.T) {
 		},
 		{
 			name: "null payload, fractional ttl, extra fields sorted last",
-			rec: Record{
+			rec: lease.Record{
 				V: 1, Kind: "k", Owner: "o", Token: "t", Heartbeat: t0, TTLMinutes: 0.25, AcquiredAt: t0,
 				Extra: map[string]json.RawMessage{"zeta": json.RawMessage(`true`), "host": json.RawMessage(`"x"`)},
 			},
@@ -250,7 +252,7 @@ func TestEncodeFileFormat(t *testing.T) {
 // TestAcquireWritesCanonicalFile checks the bytes Acquire leaves on disk.
 func TestAcquireWritesCanonicalFile(t *testing.T) {
 	s, _ := newTestStore(t)
-	rec, err := s.Acquire(context.Background(), Request{Kind: "merge-baton", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(`{ "pr" : 123 }`)})
+	rec, err := s.Acquire(context.Background(), lease.Request{Kind: "merge-baton", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(`{ "pr" : 123 }`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,10 +283,10 @@ func TestHeartbeatKeepsUnknownFields(t *testing.T) {
   "kind": "slot-1",
   "owner": "agent-7",
   "token": "tok",
-  "heartbeat": "` + FormatTime(t0) + `",
+  "heartbeat": "` + lease.FormatTime(t0) + `",
   "ttlMinutes": 1,
   "payload": {"pr": 1},
-  "acquiredAt": "` + FormatTime(acquired) + `",
+  "acquiredAt": "` + lease.FormatTime(acquired) + `",
   "host": "x",
   "nested": {"a": [1, 2]}
 }
@@ -301,8 +303,8 @@ func TestHeartbeatKeepsUnknownFields(t *testing.T) {
 	want := map[string]string{
 		"host":       `"x"`,
 		"nested":     `{"a":[1,2]}`,
-		"heartbeat":  `"` + FormatTime(t0.Add(30*time.Second)) + `"`,
-		"acquiredAt": `"` + FormatTime(acquired) + `"`,
+		"heartbeat":  `"` + lease.FormatTime(t0.Add(30*time.Second)) + `"`,
+		"acquiredAt": `"` + lease.FormatTime(acquired) + `"`,
 		"payload":    `{"pr":1}`,
 		"token":      `"tok"`,
 	}
@@ -317,7 +319,7 @@ func TestHeartbeatKeepsUnknownFields(t *testing.T) {
 
 // normalized is what a record must look like after one encode/decode trip:
 // times in UTC at millisecond precision, JSON values compacted.
-func normalized(r *Record) Record {
+func normalized(r *lease.Record) lease.Record {
 	n := *r
 	n.Heartbeat = r.Heartbeat.UTC().Truncate(time.Millisecond)
 	n.AcquiredAt = r.AcquiredAt.UTC().Truncate(time.Millisecond)
@@ -373,7 +375,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := DecodeRecord("k", data) // must not panic
+		r := lease.DecodeRecord("k", data) // must not panic
 		if r == nil {
 			t.Fatal("DecodeRecord returned nil")
 		}
@@ -385,7 +387,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// Owner and token may be empty (they read as empty when missing, as
 		// in the Node tool), and a TTL may exceed the writers' limit.
-		if math.IsNaN(r.TTLMinutes) || r.TTLMinutes <= 0 || math.IsInf(r.TTLMinutes, 0) || r.V != RecordVersion || r.Kind != "k" {
+		if math.IsNaN(r.TTLMinutes) || r.TTLMinutes <= 0 || math.IsInf(r.TTLMinutes, 0) || r.V != lease.RecordVersion || r.Kind != "k" {
 			t.Fatalf("decoded a record that breaks the format's invariants: %+v", r)
 		}
 		if !representable(r.Heartbeat) || !representable(r.AcquiredAt) {
@@ -395,7 +397,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("EncodeFile of a decoded record: %v", err)
 		}
-		r2 := DecodeRecord("k", enc)
+		r2 := lease.DecodeRecord("k", enc)
 		if r2.Corrupt {
 			t.Fatalf("re-decoding %q: corrupt (%s)", enc, r2.Reason)
 		}
@@ -415,7 +417,7 @@ func FuzzDecodeRecord(f *testing.F) {
 func TestTokenShape(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		tok := NewToken()
+		tok := lease.NewToken()
 		if !hexToken.MatchString(tok) {
 			t.Fatalf("NewToken() = %q, want 32 lowercase hex digits", tok)
 		}
@@ -448,7 +450,7 @@ func TestDecodeRecordTolerated(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecodeRecord("slot-1", []byte(tt.data))
+			got := lease.DecodeRecord("slot-1", []byte(tt.data))
 			if got.Corrupt {
 				t.Fatalf("corrupt (%s); the Node tool reads it as a lease", got.Reason)
 			}
@@ -458,7 +460,7 @@ func TestDecodeRecordTolerated(t *testing.T) {
 			if got.Expired(tt.heartbeat) {
 				t.Errorf("expired at its own heartbeat")
 			}
-			if got.TTLMinutes < MaxTTLMinutes && !got.Expired(tt.heartbeat.Add(got.TTL()+time.Millisecond)) {
+			if got.TTLMinutes < lease.MaxTTLMinutes && !got.Expired(tt.heartbeat.Add(got.TTL()+time.Millisecond)) {
 				t.Errorf("not expired past heartbeat + TTL")
 			}
 		})
@@ -470,21 +472,21 @@ func TestDecodeRecordTolerated(t *testing.T) {
 // TTL passes it is taken over like any other.
 func TestOwnerlessRecordIsHeldUntilItsTTL(t *testing.T) {
 	s, clk := newTestStore(t)
-	writeFile(t, s.Dir(), "slot-1.json", `{"v":1,"kind":"slot-1","heartbeat":"`+FormatTime(t0)+`","ttlMinutes":1}`)
-	if _, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); !errors.Is(err, ErrHeld) {
+	writeFile(t, s.Dir(), "slot-1.json", `{"v":1,"kind":"slot-1","heartbeat":"`+lease.FormatTime(t0)+`","ttlMinutes":1}`)
+	if _, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); !errors.Is(err, lease.ErrHeld) {
 		t.Errorf("Acquire = %v, want ErrHeld", err)
 	}
-	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", ""); !errors.Is(err, ErrNotOwner) {
+	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", ""); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Heartbeat = %v, want ErrNotOwner", err)
 	}
-	if _, err := s.Release(bg, "slot-1", "agent-7", ""); !errors.Is(err, ErrNotOwner) {
+	if _, err := s.Release(bg, "slot-1", "agent-7", ""); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Release = %v, want ErrNotOwner", err)
 	}
-	if _, err := s.Reap(bg, "slot-1"); !errors.Is(err, ErrNotDead) {
+	if _, err := s.Reap(bg, "slot-1"); !errors.Is(err, lease.ErrNotDead) {
 		t.Errorf("Reap = %v, want ErrNotDead", err)
 	}
 	clk.Advance(61 * time.Second)
-	acq, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
+	acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
 	if err != nil || !acq.TookOverExpired {
 		t.Fatalf("Acquire after the TTL = %+v, %v; want a takeover", acq, err)
 	}

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // A release's refusals say which check failed, as the Node tool's codes
@@ -15,15 +17,15 @@ import (
 func TestReleaseRefusals(t *testing.T) {
 	tests := []struct {
 		name         string
-		owner, token func(r *Record) string
+		owner, token func(r *lease.Record) string
 		corrupt      bool
 		mismatch     bool
 	}{
-		{name: "owner, wrong token", owner: func(r *Record) string { return r.Owner }, token: func(*Record) string { return "nope" }, mismatch: true},
-		{name: "owner, empty token", owner: func(r *Record) string { return r.Owner }, token: func(*Record) string { return "" }, mismatch: true},
-		{name: "other owner, right token", owner: func(*Record) string { return "agent-8" }, token: func(r *Record) string { return r.Token }},
-		{name: "other owner, wrong token", owner: func(*Record) string { return "agent-8" }, token: func(*Record) string { return "nope" }},
-		{name: "unreadable record", owner: func(*Record) string { return "agent-7" }, token: func(*Record) string { return "nope" }, corrupt: true},
+		{name: "owner, wrong token", owner: func(r *lease.Record) string { return r.Owner }, token: func(*lease.Record) string { return "nope" }, mismatch: true},
+		{name: "owner, empty token", owner: func(r *lease.Record) string { return r.Owner }, token: func(*lease.Record) string { return "" }, mismatch: true},
+		{name: "other owner, right token", owner: func(*lease.Record) string { return "agent-8" }, token: func(r *lease.Record) string { return r.Token }},
+		{name: "other owner, wrong token", owner: func(*lease.Record) string { return "agent-8" }, token: func(*lease.Record) string { return "nope" }},
+		{name: "unreadable record", owner: func(*lease.Record) string { return "agent-7" }, token: func(*lease.Record) string { return "nope" }, corrupt: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,13 +37,13 @@ func TestReleaseRefusals(t *testing.T) {
 				}
 			}
 			rel, err := s.Release(bg, "slot-1", tt.owner(r), tt.token(r))
-			if rel != nil || !errors.Is(err, ErrNotOwner) {
+			if rel != nil || !errors.Is(err, lease.ErrNotOwner) {
 				t.Fatalf("Release = %+v, %v; want a refusal matching ErrNotOwner", rel, err)
 			}
-			if got := errors.Is(err, ErrTokenMismatch); got != tt.mismatch {
+			if got := errors.Is(err, lease.ErrTokenMismatch); got != tt.mismatch {
 				t.Errorf("errors.Is(%v, ErrTokenMismatch) = %v, want %v", err, got, tt.mismatch)
 			}
-			if st, _ := s.Status(context.Background(), "slot-1"); st.State == Free {
+			if st, _ := s.Status(context.Background(), "slot-1"); st.State == lease.Free {
 				t.Error("a refused release removed the record")
 			}
 		})
@@ -54,7 +56,7 @@ func TestHeartbeatWrongTokenIsNotOwner(t *testing.T) {
 	s, _ := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	_, err := s.Heartbeat(bg, "slot-1", r.Owner, "nope")
-	if !errors.Is(err, ErrNotOwner) || errors.Is(err, ErrTokenMismatch) {
+	if !errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrTokenMismatch) {
 		t.Errorf("Heartbeat with a wrong token = %v, want ErrNotOwner only", err)
 	}
 }

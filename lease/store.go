@@ -7,11 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
-	"strings"
 	"time"
-
-	"github.com/durable-lease/durable-lease/internal/storefile"
 )
 
 // Store is a set of leases with their semantics: expiry, fencing tokens,
@@ -19,30 +15,7 @@ import (
 // goroutines and by processes sharing the same backend.
 type Store struct {
 	b    Backend
-	dir  string
 	opts options
-}
-
-// Open returns a Store over the directory dir. The directory is created by
-// the first mutation, not by Open.
-func Open(dir string, opts ...Option) (*Store, error) {
-	o, err := applyOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	if IsStoreURL(dir) {
-		scheme, _, _ := strings.Cut(dir, "://")
-		return nil, invalidf("store %q: %s:// stores are not supported; the store is a directory path (write ./%s to mean a directory of that name)", dir, scheme, dir)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("lease: store %s: %w", dir, err)
-	}
-	b, err := newFileBackend(abs, o.clock, o.guard)
-	if err != nil {
-		return nil, err
-	}
-	return &Store{b: b, dir: abs, opts: o}, nil
 }
 
 // New returns a Store over any backend.
@@ -64,30 +37,18 @@ func applyOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-// Dir is the store's directory ("" for a backend that is not a directory).
-func (s *Store) Dir() string { return s.dir }
-
-// EnsureDir makes sure a directory store's directory exists, creating it
-// (mode 0700, whatever the umask) if it is missing, and that it was judged
-// safe to use (see [ErrUnsafeStore]), for layers above the store that
-// keep files of their own under it (a pool's queue). group reports a
-// group store, whose files are 0660 and directories 2770; otherwise they
-// are 0600 and 0700. A store that is not a directory has nothing to make.
-func (s *Store) EnsureDir() (group bool, err error) {
-	fb, ok := s.b.(*fileBackend)
-	if !ok {
-		return false, nil
+// Dir is the store's directory, or "" for a backend that is not a
+// directory (one that has no Dir method).
+func (s *Store) Dir() string {
+	if d, ok := s.b.(interface{ Dir() string }); ok {
+		return d.Dir()
 	}
-	perm, err := fb.ensureDir()
-	return perm == storefile.Group, err
+	return ""
 }
 
 // Where names the store for people: its directory, or what the backend
 // calls itself (a store URL).
 func (s *Store) Where() string {
-	if s.dir != "" {
-		return s.dir
-	}
 	if n, ok := s.b.(fmt.Stringer); ok {
 		return n.String()
 	}

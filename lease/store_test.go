@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -10,13 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 var bg = context.Background()
 
 func TestAcquire(t *testing.T) {
 	s, _ := newTestStore(t)
-	acq, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(` { "pr" : 123 } `)})
+	acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(` { "pr" : 123 } `)})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -33,12 +36,12 @@ func TestAcquire(t *testing.T) {
 	if !hexToken.MatchString(r.Token) {
 		t.Errorf("token %q is not 32 lowercase hex digits", r.Token)
 	}
-	onDisk := DecodeRecord("slot-1", readBytes(t, filepath.Join(s.Dir(), "slot-1.json")))
+	onDisk := lease.DecodeRecord("slot-1", readBytes(t, filepath.Join(s.Dir(), "slot-1.json")))
 	if onDisk.Corrupt || onDisk.Token != r.Token || onDisk.Owner != r.Owner || !onDisk.Heartbeat.Equal(r.Heartbeat) {
 		t.Errorf("record on disk %+v does not match the acquisition %+v", onDisk, r)
 	}
 	st, err := s.Status(context.Background(), "slot-1")
-	if err != nil || st.State != Held || st.Remaining != 15*time.Minute {
+	if err != nil || st.State != lease.Held || st.Remaining != 15*time.Minute {
 		t.Errorf("Status = %+v, %v; want held with 15m remaining", st, err)
 	}
 }
@@ -73,11 +76,11 @@ func TestAcquireRefusesLiveLease(t *testing.T) {
 			path := filepath.Join(s.Dir(), "slot-1.json")
 			before := readBytes(t, path)
 			clk.Advance(time.Minute)
-			acq, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: tt.owner, TTLMinutes: 5})
-			if acq != nil || !errors.Is(err, ErrHeld) || errors.Is(err, ErrTimeout) {
+			acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: tt.owner, TTLMinutes: 5})
+			if acq != nil || !errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrTimeout) {
 				t.Fatalf("Acquire = %+v, %v; want a HeldError", acq, err)
 			}
-			var held *HeldError
+			var held *lease.HeldError
 			if !errors.As(err, &held) {
 				t.Fatalf("error %T is not a *HeldError", err)
 			}
@@ -87,7 +90,7 @@ func TestAcquireRefusesLiveLease(t *testing.T) {
 			if want := t0.Add(2 * time.Minute); !held.ExpiresAt.Equal(want) {
 				t.Errorf("ExpiresAt = %v, want %v", held.ExpiresAt, want)
 			}
-			if LiveRecord(err) != held.Record {
+			if lease.LiveRecord(err) != held.Record {
 				t.Errorf("LiveRecord does not return the HeldError's record")
 			}
 			if !strings.Contains(err.Error(), `"agent-7"`) || !strings.Contains(err.Error(), "slot-1") {
@@ -105,14 +108,14 @@ func TestExpiryBoundary(t *testing.T) {
 		name    string
 		ttl     float64
 		advance time.Duration
-		state   State
+		state   lease.State
 	}{
-		{"just acquired", 1, 0, Held},
-		{"1ms before ttl", 1, time.Minute - time.Millisecond, Held},
-		{"exactly at ttl", 1, time.Minute, Held},
-		{"1ms past ttl", 1, time.Minute + time.Millisecond, Unknown},
-		{"fractional ttl at ttl", 0.1, 6 * time.Second, Held},
-		{"fractional ttl 1ms past", 0.1, 6*time.Second + time.Millisecond, Unknown},
+		{"just acquired", 1, 0, lease.Held},
+		{"1ms before ttl", 1, time.Minute - time.Millisecond, lease.Held},
+		{"exactly at ttl", 1, time.Minute, lease.Held},
+		{"1ms past ttl", 1, time.Minute + time.Millisecond, lease.Unknown},
+		{"fractional ttl at ttl", 0.1, 6 * time.Second, lease.Held},
+		{"fractional ttl 1ms past", 0.1, 6*time.Second + time.Millisecond, lease.Unknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,16 +132,16 @@ func TestExpiryBoundary(t *testing.T) {
 			if want := time.Duration(tt.ttl*float64(time.Minute)) - tt.advance; st.Remaining != want {
 				t.Errorf("Remaining = %v, want %v", st.Remaining, want)
 			}
-			acq, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+			acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
 			switch tt.state {
-			case Held:
-				if !errors.Is(err, ErrHeld) {
+			case lease.Held:
+				if !errors.Is(err, lease.ErrHeld) {
 					t.Errorf("Acquire of a held lease = %v, want ErrHeld", err)
 				}
-				if _, err := s.Reap(bg, "slot-1"); !errors.Is(err, ErrNotDead) {
+				if _, err := s.Reap(bg, "slot-1"); !errors.Is(err, lease.ErrNotDead) {
 					t.Errorf("Reap of a held lease = %v, want ErrNotDead", err)
 				}
-			case Unknown:
+			case lease.Unknown:
 				if err != nil || !acq.TookOverExpired || acq.Previous.Token != first.Token {
 					t.Errorf("Acquire of an expired lease = %+v, %v; want a takeover", acq, err)
 				}
@@ -162,10 +165,10 @@ func TestHeartbeatExtends(t *testing.T) {
 	}
 	// 250 s after acquire, far past the 60 s TTL, and still held.
 	st, _ := s.Status(context.Background(), "slot-1")
-	if st.State != Held {
+	if st.State != lease.Held {
 		t.Errorf("after heartbeats the lease is %s, want held", st.State)
 	}
-	onDisk := DecodeRecord("slot-1", readBytes(t, filepath.Join(s.Dir(), "slot-1.json")))
+	onDisk := lease.DecodeRecord("slot-1", readBytes(t, filepath.Join(s.Dir(), "slot-1.json")))
 	if !onDisk.Heartbeat.Equal(clk.Now()) || !onDisk.AcquiredAt.Equal(t0) {
 		t.Errorf("record on disk: heartbeat %v acquiredAt %v", onDisk.Heartbeat, onDisk.AcquiredAt)
 	}
@@ -174,46 +177,46 @@ func TestHeartbeatExtends(t *testing.T) {
 func TestHeartbeatRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
-		setup   func(t *testing.T, s *Store, clk *fakeClock) (owner, token string)
+		setup   func(t *testing.T, s *lease.Store, clk *fakeClock) (owner, token string)
 		wantErr error
 	}{
 		{
 			name:    "no record",
-			setup:   func(t *testing.T, s *Store, _ *fakeClock) (string, string) { return "agent-7", "x" },
-			wantErr: ErrNotHeld,
+			setup:   func(t *testing.T, s *lease.Store, _ *fakeClock) (string, string) { return "agent-7", "x" },
+			wantErr: lease.ErrNotHeld,
 		},
 		{
 			name: "wrong token",
-			setup: func(t *testing.T, s *Store, _ *fakeClock) (string, string) {
+			setup: func(t *testing.T, s *lease.Store, _ *fakeClock) (string, string) {
 				mustAcquire(t, s, "slot-1", "agent-7", 1)
 				return "agent-7", strings.Repeat("0", 32)
 			},
-			wantErr: ErrNotOwner,
+			wantErr: lease.ErrNotOwner,
 		},
 		{
 			name: "wrong owner",
-			setup: func(t *testing.T, s *Store, _ *fakeClock) (string, string) {
+			setup: func(t *testing.T, s *lease.Store, _ *fakeClock) (string, string) {
 				r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 				return "agent-8", r.Token
 			},
-			wantErr: ErrNotOwner,
+			wantErr: lease.ErrNotOwner,
 		},
 		{
 			name: "expired, even for owner and token: no revival",
-			setup: func(t *testing.T, s *Store, clk *fakeClock) (string, string) {
+			setup: func(t *testing.T, s *lease.Store, clk *fakeClock) (string, string) {
 				r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 				clk.Advance(time.Minute + time.Millisecond)
 				return "agent-7", r.Token
 			},
-			wantErr: ErrExpired,
+			wantErr: lease.ErrExpired,
 		},
 		{
 			name: "corrupt record",
-			setup: func(t *testing.T, s *Store, _ *fakeClock) (string, string) {
+			setup: func(t *testing.T, s *lease.Store, _ *fakeClock) (string, string) {
 				writeFile(t, s.Dir(), "slot-1.json", `{"v":1,"owner":"agent-7","token":"t"`)
 				return "agent-7", "t"
 			},
-			wantErr: ErrExpired,
+			wantErr: lease.ErrExpired,
 		},
 	}
 	for _, tt := range tests {
@@ -242,11 +245,11 @@ func TestHeartbeatRefusals(t *testing.T) {
 func TestTakeover(t *testing.T) {
 	tests := []struct {
 		name  string
-		setup func(t *testing.T, s *Store, clk *fakeClock) string // returns previous owner ("" for corrupt)
+		setup func(t *testing.T, s *lease.Store, clk *fakeClock) string // returns previous owner ("" for corrupt)
 	}{
 		{
 			name: "expired",
-			setup: func(t *testing.T, s *Store, clk *fakeClock) string {
+			setup: func(t *testing.T, s *lease.Store, clk *fakeClock) string {
 				mustAcquire(t, s, "slot-1", "agent-7", 1)
 				clk.Advance(time.Minute + time.Millisecond)
 				return "agent-7"
@@ -254,14 +257,14 @@ func TestTakeover(t *testing.T) {
 		},
 		{
 			name: "corrupt",
-			setup: func(t *testing.T, s *Store, _ *fakeClock) string {
+			setup: func(t *testing.T, s *lease.Store, _ *fakeClock) string {
 				writeFile(t, s.Dir(), "slot-1.json", "not json")
 				return ""
 			},
 		},
 		{
 			name: "empty file",
-			setup: func(t *testing.T, s *Store, _ *fakeClock) string {
+			setup: func(t *testing.T, s *lease.Store, _ *fakeClock) string {
 				writeFile(t, s.Dir(), "slot-1.json", "")
 				return ""
 			},
@@ -271,7 +274,7 @@ func TestTakeover(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, clk := newTestStore(t)
 			prevOwner := tt.setup(t, s, clk)
-			acq, err := s.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+			acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
 			if err != nil {
 				t.Fatalf("Acquire over a dead record: %v", err)
 			}
@@ -281,13 +284,13 @@ func TestTakeover(t *testing.T) {
 			if acq.Record.Owner != "agent-8" || !acq.Record.Heartbeat.Equal(clk.Now().Truncate(time.Millisecond)) {
 				t.Errorf("new record = %+v", acq.Record)
 			}
-			ev := eventsNamed(journalEvents(t, s.Dir()), EventTakeover)
+			ev := eventsNamed(journalEvents(t, s.Dir()), lease.EventTakeover)
 			if len(ev) != 1 {
 				t.Fatalf("journal has %d takeover events, want 1", len(ev))
 			}
 			e := ev[0]
 			prev, _ := e["previous"].(map[string]any)
-			if e["kind"] != "slot-1" || e["by"] != "agent-8" || prev == nil || e["at"] != FormatTime(clk.Now()) {
+			if e["kind"] != "slot-1" || e["by"] != "agent-8" || prev == nil || e["at"] != lease.FormatTime(clk.Now()) {
 				t.Errorf("takeover event = %v", e)
 			}
 			if prevOwner != "" && prev["owner"] != prevOwner {
@@ -305,8 +308,8 @@ func TestJournalLineFormat(t *testing.T) {
 	mustAcquire(t, s, "slot-1", "agent-7", 1)
 	clk.Advance(2 * time.Minute)
 	mustAcquire(t, s, "slot-1", "agent-8", 1)
-	data := string(readBytes(t, filepath.Join(s.Dir(), JournalName)))
-	if !strings.HasPrefix(data, `{"at":"`+FormatTime(clk.Now())+`","event":"takeover","kind":"slot-1","by":"agent-8","previous":{"v":1,`) {
+	data := string(readBytes(t, filepath.Join(s.Dir(), dirstore.JournalName)))
+	if !strings.HasPrefix(data, `{"at":"`+lease.FormatTime(clk.Now())+`","event":"takeover","kind":"slot-1","by":"agent-8","previous":{"v":1,`) {
 		t.Errorf("journal line = %s", data)
 	}
 	if strings.Count(data, "\n") != 1 || !strings.HasSuffix(data, "}\n") {
@@ -320,11 +323,11 @@ func TestRelease(t *testing.T) {
 		r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 		for _, c := range []struct{ owner, token string }{{"agent-7", "nope"}, {"agent-8", r.Token}} {
 			rel, err := s.Release(bg, "slot-1", c.owner, c.token)
-			if rel != nil || !errors.Is(err, ErrNotOwner) {
+			if rel != nil || !errors.Is(err, lease.ErrNotOwner) {
 				t.Errorf("Release(%s, %s) = %+v, %v; want ErrNotOwner", c.owner, c.token, rel, err)
 			}
 		}
-		if st, _ := s.Status(context.Background(), "slot-1"); st.State != Held || st.Record.Token != r.Token {
+		if st, _ := s.Status(context.Background(), "slot-1"); st.State != lease.Held || st.Record.Token != r.Token {
 			t.Errorf("record after refused releases: %+v", st)
 		}
 	})
@@ -362,7 +365,7 @@ func TestRelease(t *testing.T) {
 	t.Run("corrupt record is not the caller's", func(t *testing.T) {
 		s, _ := newTestStore(t)
 		p := writeFile(t, s.Dir(), "slot-1.json", "{}")
-		if _, err := s.Release(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, ErrNotOwner) {
+		if _, err := s.Release(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, lease.ErrNotOwner) {
 			t.Errorf("Release of a corrupt record = %v, want ErrNotOwner", err)
 		}
 		if !exists(t, p) {
@@ -381,7 +384,7 @@ func TestForceRelease(t *testing.T) {
 	if exists(t, filepath.Join(s.Dir(), "slot-1.json")) {
 		t.Errorf("record survived a forced release")
 	}
-	ev := eventsNamed(journalEvents(t, s.Dir()), EventForceRelease)
+	ev := eventsNamed(journalEvents(t, s.Dir()), lease.EventForceRelease)
 	if len(ev) != 1 || ev[0]["kind"] != "slot-1" || ev[0]["by"] != "operator" || ev[0]["previous"].(map[string]any)["token"] != r.Token {
 		t.Errorf("force_release events = %v", ev)
 	}
@@ -398,10 +401,10 @@ func TestReap(t *testing.T) {
 	s, clk := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	prev, err := s.Reap(bg, "slot-1")
-	if prev != nil || !errors.Is(err, ErrNotDead) {
+	if prev != nil || !errors.Is(err, lease.ErrNotDead) {
 		t.Fatalf("Reap of a live lease = %+v, %v; want ErrNotDead", prev, err)
 	}
-	if lr := LiveRecord(err); lr == nil || lr.Token != r.Token {
+	if lr := lease.LiveRecord(err); lr == nil || lr.Token != r.Token {
 		t.Errorf("LiveRecord(ErrNotDead) = %+v", lr)
 	}
 	if !exists(t, filepath.Join(s.Dir(), "slot-1.json")) {
@@ -415,7 +418,7 @@ func TestReap(t *testing.T) {
 	if exists(t, filepath.Join(s.Dir(), "slot-1.json")) {
 		t.Errorf("reaped record still on disk")
 	}
-	ev := eventsNamed(journalEvents(t, s.Dir()), EventReap)
+	ev := eventsNamed(journalEvents(t, s.Dir()), lease.EventReap)
 	if len(ev) != 1 || ev[0]["kind"] != "slot-1" || ev[0]["previous"].(map[string]any)["owner"] != "agent-7" {
 		t.Errorf("reap events = %v", ev)
 	}
@@ -437,14 +440,14 @@ func TestStatus(t *testing.T) {
 	clk.Advance(45 * time.Second)
 	tests := []struct {
 		kind      string
-		state     State
+		state     lease.State
 		remaining time.Duration
 		expiresAt time.Time
 	}{
-		{"free", Free, 0, time.Time{}},
-		{"held", Held, 15 * time.Second, t0.Add(time.Minute)},
-		{"expired", Unknown, -15 * time.Second, t0.Add(30 * time.Second)},
-		{"corrupt", Unknown, 0, time.Time{}},
+		{"free", lease.Free, 0, time.Time{}},
+		{"held", lease.Held, 15 * time.Second, t0.Add(time.Minute)},
+		{"expired", lease.Unknown, -15 * time.Second, t0.Add(30 * time.Second)},
+		{"corrupt", lease.Unknown, 0, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
@@ -455,7 +458,7 @@ func TestStatus(t *testing.T) {
 			if st.Kind != tt.kind || st.State != tt.state || st.Remaining != tt.remaining || !st.ExpiresAt.Equal(tt.expiresAt) {
 				t.Errorf("Status = %+v, want %s remaining %v expiring %v", st, tt.state, tt.remaining, tt.expiresAt)
 			}
-			if (st.Record == nil) != (tt.state == Free) {
+			if (st.Record == nil) != (tt.state == lease.Free) {
 				t.Errorf("Record = %+v for state %s", st.Record, st.State)
 			}
 		})
@@ -477,13 +480,13 @@ func TestList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]State{}
+	got := map[string]lease.State{}
 	var order []string
 	for _, st := range all {
 		got[st.Kind] = st.State
 		order = append(order, st.Kind)
 	}
-	want := map[string]State{"Bad Name": Invalid, "a-dead": Unknown, "b-held": Held}
+	want := map[string]lease.State{"Bad Name": lease.Invalid, "a-dead": lease.Unknown, "b-held": lease.Held}
 	if len(got) != len(want) {
 		t.Errorf("List = %v, want %v", got, want)
 	}
@@ -514,8 +517,8 @@ func TestListMissingStore(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	clk := newFakeClock(t0)
 	dir := filepath.Join(t.TempDir(), "store")
-	open := func(pattern string) *Store {
-		s, err := Open(dir, WithClock(clk), WithOwnerPattern(pattern))
+	open := func(pattern string) *lease.Store {
+		s, err := dirstore.Open(dir, lease.WithClock(clk), lease.WithOwnerPattern(pattern))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -575,14 +578,14 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("live lease removed")
 	}
 	var journaled []string
-	for _, e := range eventsNamed(journalEvents(t, dir), EventReap) {
+	for _, e := range eventsNamed(journalEvents(t, dir), lease.EventReap) {
 		journaled = append(journaled, e["kind"].(string))
 	}
 	check("journaled reaps", journaled, "acme-dead,garbled")
 }
 
 // storeUntouched asserts that the store directory was never created.
-func storeUntouched(t *testing.T, s *Store) {
+func storeUntouched(t *testing.T, s *lease.Store) {
 	t.Helper()
 	if exists(t, s.Dir()) {
 		entries, _ := os.ReadDir(s.Dir())
@@ -595,55 +598,55 @@ func storeUntouched(t *testing.T, s *Store) {
 }
 
 func TestInvalidArgumentsTouchNothing(t *testing.T) {
-	ok := Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}
-	with := func(f func(*Request)) Request { r := ok; f(&r); return r }
-	big := json.RawMessage(`"` + strings.Repeat("x", maxPayloadBytes) + `"`)
-	acquire := func(r Request) func(*Store) error {
-		return func(s *Store) error { _, err := s.Acquire(bg, r); return err }
+	ok := lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}
+	with := func(f func(*lease.Request)) lease.Request { r := ok; f(&r); return r }
+	big := json.RawMessage(`"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"`)
+	acquire := func(r lease.Request) func(*lease.Store) error {
+		return func(s *lease.Store) error { _, err := s.Acquire(bg, r); return err }
 	}
 	tests := []struct {
 		name string
-		call func(*Store) error
+		call func(*lease.Store) error
 	}{
-		{"empty kind", acquire(with(func(r *Request) { r.Kind = "" }))},
-		{"uppercase kind", acquire(with(func(r *Request) { r.Kind = "Slot" }))},
-		{"kind with slash", acquire(with(func(r *Request) { r.Kind = "a/b" }))},
-		{"kind dot-dot", acquire(with(func(r *Request) { r.Kind = "../x" }))},
-		{"hidden kind", acquire(with(func(r *Request) { r.Kind = ".guard-x" }))},
-		{"kind too long", acquire(with(func(r *Request) { r.Kind = strings.Repeat("a", 129) }))},
-		{"empty owner", acquire(with(func(r *Request) { r.Owner = "" }))},
-		{"owner with space", acquire(with(func(r *Request) { r.Owner = "agent 7" }))},
-		{"owner leading dash", acquire(with(func(r *Request) { r.Owner = "-agent" }))},
-		{"owner too long", acquire(with(func(r *Request) { r.Owner = strings.Repeat("a", 129) }))},
-		{"ttl 0", acquire(with(func(r *Request) { r.TTLMinutes = 0 }))},
-		{"ttl -1", acquire(with(func(r *Request) { r.TTLMinutes = -1 }))},
-		{"ttl NaN", acquire(with(func(r *Request) { r.TTLMinutes = math.NaN() }))},
-		{"ttl +Inf", acquire(with(func(r *Request) { r.TTLMinutes = math.Inf(1) }))},
-		{"ttl -Inf", acquire(with(func(r *Request) { r.TTLMinutes = math.Inf(-1) }))},
-		{"ttl over max", acquire(with(func(r *Request) { r.TTLMinutes = MaxTTLMinutes + 0.001 }))},
-		{"ttl under min", acquire(with(func(r *Request) { r.TTLMinutes = MinTTLMinutes / 2 }))},
-		{"denormal ttl", acquire(with(func(r *Request) { r.TTLMinutes = 5e-324 }))},
-		{"payload not JSON", acquire(with(func(r *Request) { r.Payload = json.RawMessage(`{"a":`) }))},
-		{"payload whitespace", acquire(with(func(r *Request) { r.Payload = json.RawMessage(`  `) }))},
-		{"payload too big", acquire(with(func(r *Request) { r.Payload = big }))},
-		{"wait with bad ttl", func(s *Store) error {
-			_, err := s.AcquireWait(bg, with(func(r *Request) { r.TTLMinutes = 0 }))
+		{"empty kind", acquire(with(func(r *lease.Request) { r.Kind = "" }))},
+		{"uppercase kind", acquire(with(func(r *lease.Request) { r.Kind = "Slot" }))},
+		{"kind with slash", acquire(with(func(r *lease.Request) { r.Kind = "a/b" }))},
+		{"kind dot-dot", acquire(with(func(r *lease.Request) { r.Kind = "../x" }))},
+		{"hidden kind", acquire(with(func(r *lease.Request) { r.Kind = ".guard-x" }))},
+		{"kind too long", acquire(with(func(r *lease.Request) { r.Kind = strings.Repeat("a", 129) }))},
+		{"empty owner", acquire(with(func(r *lease.Request) { r.Owner = "" }))},
+		{"owner with space", acquire(with(func(r *lease.Request) { r.Owner = "agent 7" }))},
+		{"owner leading dash", acquire(with(func(r *lease.Request) { r.Owner = "-agent" }))},
+		{"owner too long", acquire(with(func(r *lease.Request) { r.Owner = strings.Repeat("a", 129) }))},
+		{"ttl 0", acquire(with(func(r *lease.Request) { r.TTLMinutes = 0 }))},
+		{"ttl -1", acquire(with(func(r *lease.Request) { r.TTLMinutes = -1 }))},
+		{"ttl NaN", acquire(with(func(r *lease.Request) { r.TTLMinutes = math.NaN() }))},
+		{"ttl +Inf", acquire(with(func(r *lease.Request) { r.TTLMinutes = math.Inf(1) }))},
+		{"ttl -Inf", acquire(with(func(r *lease.Request) { r.TTLMinutes = math.Inf(-1) }))},
+		{"ttl over max", acquire(with(func(r *lease.Request) { r.TTLMinutes = lease.MaxTTLMinutes + 0.001 }))},
+		{"ttl under min", acquire(with(func(r *lease.Request) { r.TTLMinutes = lease.MinTTLMinutes / 2 }))},
+		{"denormal ttl", acquire(with(func(r *lease.Request) { r.TTLMinutes = 5e-324 }))},
+		{"payload not JSON", acquire(with(func(r *lease.Request) { r.Payload = json.RawMessage(`{"a":`) }))},
+		{"payload whitespace", acquire(with(func(r *lease.Request) { r.Payload = json.RawMessage(`  `) }))},
+		{"payload too big", acquire(with(func(r *lease.Request) { r.Payload = big }))},
+		{"wait with bad ttl", func(s *lease.Store) error {
+			_, err := s.AcquireWait(bg, with(func(r *lease.Request) { r.TTLMinutes = 0 }))
 			return err
 		}},
-		{"heartbeat bad kind", func(s *Store) error { _, err := s.Heartbeat(bg, "A", "agent-7", "t"); return err }},
-		{"heartbeat bad owner", func(s *Store) error { _, err := s.Heartbeat(bg, "slot-1", "", "t"); return err }},
-		{"release bad kind", func(s *Store) error { _, err := s.Release(bg, "", "agent-7", "t"); return err }},
-		{"release bad owner", func(s *Store) error { _, err := s.Release(bg, "slot-1", "a b", "t"); return err }},
-		{"force release bad kind", func(s *Store) error { _, err := s.ForceRelease(bg, "x y", ""); return err }},
-		{"force release bad by", func(s *Store) error { _, err := s.ForceRelease(bg, "slot-1", "no way"); return err }},
-		{"reap bad kind", func(s *Store) error { _, err := s.Reap(bg, "../etc"); return err }},
-		{"status bad kind", func(s *Store) error { _, err := s.Status(context.Background(), "Nope"); return err }},
+		{"heartbeat bad kind", func(s *lease.Store) error { _, err := s.Heartbeat(bg, "A", "agent-7", "t"); return err }},
+		{"heartbeat bad owner", func(s *lease.Store) error { _, err := s.Heartbeat(bg, "slot-1", "", "t"); return err }},
+		{"release bad kind", func(s *lease.Store) error { _, err := s.Release(bg, "", "agent-7", "t"); return err }},
+		{"release bad owner", func(s *lease.Store) error { _, err := s.Release(bg, "slot-1", "a b", "t"); return err }},
+		{"force release bad kind", func(s *lease.Store) error { _, err := s.ForceRelease(bg, "x y", ""); return err }},
+		{"force release bad by", func(s *lease.Store) error { _, err := s.ForceRelease(bg, "slot-1", "no way"); return err }},
+		{"reap bad kind", func(s *lease.Store) error { _, err := s.Reap(bg, "../etc"); return err }},
+		{"status bad kind", func(s *lease.Store) error { _, err := s.Status(context.Background(), "Nope"); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newTestStore(t)
 			err := tt.call(s)
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, lease.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid", err)
 			}
 			storeUntouched(t, s)
@@ -654,14 +657,14 @@ func TestInvalidArgumentsTouchNothing(t *testing.T) {
 func TestAcceptedEdgesOfValidation(t *testing.T) {
 	tests := []struct {
 		name string
-		req  Request
+		req  lease.Request
 	}{
-		{"max ttl", Request{Kind: "k", Owner: "o", TTLMinutes: MaxTTLMinutes}},
-		{"smallest ttl", Request{Kind: "k", Owner: "o", TTLMinutes: MinTTLMinutes}},
-		{"128-char kind and owner", Request{Kind: strings.Repeat("a", 128), Owner: strings.Repeat("B", 128), TTLMinutes: 1}},
-		{"kind with dots and dashes", Request{Kind: "0.a_b-c", Owner: "user@host:1", TTLMinutes: 1}},
-		{"payload at the limit", Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: json.RawMessage(`"` + strings.Repeat("x", maxPayloadBytes-2) + `"`)}},
-		{"null payload", Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: json.RawMessage(`null`)}},
+		{"max ttl", lease.Request{Kind: "k", Owner: "o", TTLMinutes: lease.MaxTTLMinutes}},
+		{"smallest ttl", lease.Request{Kind: "k", Owner: "o", TTLMinutes: lease.MinTTLMinutes}},
+		{"128-char kind and owner", lease.Request{Kind: strings.Repeat("a", 128), Owner: strings.Repeat("B", 128), TTLMinutes: 1}},
+		{"kind with dots and dashes", lease.Request{Kind: "0.a_b-c", Owner: "user@host:1", TTLMinutes: 1}},
+		{"payload at the limit", lease.Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: json.RawMessage(`"` + strings.Repeat("x", lease.MaxPayloadBytes-2) + `"`)}},
+		{"null payload", lease.Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: json.RawMessage(`null`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -670,7 +673,7 @@ func TestAcceptedEdgesOfValidation(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Acquire: %v", err)
 			}
-			onDisk := DecodeRecord(tt.req.Kind, readBytes(t, filepath.Join(s.Dir(), tt.req.Kind+".json")))
+			onDisk := lease.DecodeRecord(tt.req.Kind, readBytes(t, filepath.Join(s.Dir(), tt.req.Kind+".json")))
 			if onDisk.Corrupt || onDisk.TTLMinutes != tt.req.TTLMinutes || onDisk.Token != acq.Record.Token {
 				t.Errorf("record on disk = %+v", onDisk)
 			}
@@ -680,7 +683,7 @@ func TestAcceptedEdgesOfValidation(t *testing.T) {
 
 func TestReadsTouchNothing(t *testing.T) {
 	s, _ := newTestStore(t)
-	if st, err := s.Status(context.Background(), "slot-1"); err != nil || st.State != Free {
+	if st, err := s.Status(context.Background(), "slot-1"); err != nil || st.State != lease.Free {
 		t.Errorf("Status = %+v, %v", st, err)
 	}
 	if _, err := s.List(context.Background()); err != nil {
@@ -692,18 +695,16 @@ func TestReadsTouchNothing(t *testing.T) {
 func TestOpenOptions(t *testing.T) {
 	tests := []struct {
 		name string
-		opt  Option
+		opt  lease.Option
 	}{
-		{"nil clock", WithClock(nil)},
-		{"zero guard wait", WithGuardWait(0)},
-		{"negative guard stale", WithGuardStale(-time.Second)},
-		{"zero poll interval", WithPollInterval(0)},
-		{"unanchored owner pattern", WithOwnerPattern("acme-.*")},
+		{"nil clock", lease.WithClock(nil)},
+		{"zero poll interval", lease.WithPollInterval(0)},
+		{"unanchored owner pattern", lease.WithOwnerPattern("acme-.*")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
-			if _, err := Open(dir, tt.opt); !errors.Is(err, ErrInvalid) {
+			if _, err := dirstore.Open(dir, tt.opt); !errors.Is(err, lease.ErrInvalid) {
 				t.Errorf("Open = %v, want ErrInvalid", err)
 			}
 			if exists(t, dir) {
@@ -712,8 +713,8 @@ func TestOpenOptions(t *testing.T) {
 		})
 	}
 	dir := filepath.Join(t.TempDir(), "store")
-	if _, err := Open(dir); err != nil || exists(t, dir) {
-		t.Errorf("Open(%s) = %v; it must not create the directory", dir, err)
+	if _, err := dirstore.Open(dir); err != nil || exists(t, dir) {
+		t.Errorf("dirstore.Open(%s) = %v; it must not create the directory", dir, err)
 	}
 }
 
@@ -737,9 +738,9 @@ func TestCompileOwnerPattern(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern, func(t *testing.T) {
-			re, err := CompileOwnerPattern(tt.pattern)
+			re, err := lease.CompileOwnerPattern(tt.pattern)
 			if !tt.ok {
-				if !errors.Is(err, ErrInvalid) {
+				if !errors.Is(err, lease.ErrInvalid) {
 					t.Fatalf("CompileOwnerPattern(%q) = %v, %v; want ErrInvalid", tt.pattern, re, err)
 				}
 				return
@@ -762,8 +763,8 @@ func TestCompileOwnerPattern(t *testing.T) {
 }
 
 func TestOwnerFence(t *testing.T) {
-	s, _ := newTestStore(t, WithOwnerPattern(`^acme-[a-z0-9]+$`))
-	if _, err := s.Acquire(bg, Request{Kind: "k", Owner: "evil-1", TTLMinutes: 1}); !errors.Is(err, ErrInvalid) {
+	s, _ := newTestStore(t, lease.WithOwnerPattern(`^acme-[a-z0-9]+$`))
+	if _, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "evil-1", TTLMinutes: 1}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("owner outside the fence: %v, want ErrInvalid", err)
 	}
 	storeUntouched(t, s)
@@ -771,15 +772,15 @@ func TestOwnerFence(t *testing.T) {
 }
 
 func TestAcquireWaitTimesOut(t *testing.T) {
-	s, _ := newTestStore(t, WithPollInterval(20*time.Millisecond))
+	s, _ := newTestStore(t, lease.WithPollInterval(20*time.Millisecond))
 	mustAcquire(t, s, "slot-1", "agent-7", 60)
 	ctx, cancel := context.WithTimeout(bg, 150*time.Millisecond)
 	defer cancel()
-	acq, err := s.AcquireWait(ctx, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
-	if acq != nil || !errors.Is(err, ErrHeld) || !errors.Is(err, ErrTimeout) {
+	acq, err := s.AcquireWait(ctx, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+	if acq != nil || !errors.Is(err, lease.ErrHeld) || !errors.Is(err, lease.ErrTimeout) {
 		t.Fatalf("AcquireWait = %+v, %v; want an error matching ErrHeld and ErrTimeout", acq, err)
 	}
-	var held *HeldError
+	var held *lease.HeldError
 	if !errors.As(err, &held) || !held.Timeout || held.Waited < 150*time.Millisecond || held.Record.Owner != "agent-7" {
 		t.Errorf("HeldError = %+v", held)
 	}
@@ -789,22 +790,22 @@ func TestAcquireWaitTimesOut(t *testing.T) {
 }
 
 func TestAcquireWaitCancelled(t *testing.T) {
-	s, _ := newTestStore(t, WithPollInterval(20*time.Millisecond))
+	s, clk := newTestStore(t, lease.WithPollInterval(20*time.Millisecond))
 	mustAcquire(t, s, "slot-1", "agent-7", 60)
 	ctx, cancel := context.WithCancel(bg)
-	spy := &spyBackend{fileBackend: s.b.(*fileBackend), attempts: make(chan struct{}, 100)}
-	ws, err := New(spy, WithClock(s.opts.clock), WithPollInterval(20*time.Millisecond))
+	spy := &spyBackend{Backend: s.Backend().(*dirstore.Backend), attempts: make(chan struct{}, 100)}
+	ws, err := lease.New(spy, lease.WithClock(clk), lease.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := ws.AcquireWait(ctx, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+		_, err := ws.AcquireWait(ctx, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
 		done <- err
 	}()
 	<-spy.attempts
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, lease.ErrTimeout) {
 		t.Errorf("AcquireWait after cancel = %v, want context.Canceled", err)
 	}
 }
@@ -813,18 +814,18 @@ func TestAcquireWaitCancelled(t *testing.T) {
 // been refused at least once before it releases the lease (a refusal of a
 // live record is decided on a lock-free Read, without an Update).
 type spyBackend struct {
-	*fileBackend
+	*dirstore.Backend
 	attempts chan struct{}
 }
 
-func (b *spyBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
-	r, err := b.fileBackend.Update(ctx, kind, fn)
+func (b *spyBackend) Update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
+	r, err := b.Backend.Update(ctx, kind, fn)
 	b.note()
 	return r, err
 }
 
-func (b *spyBackend) Read(ctx context.Context, kind string) (*Record, error) {
-	r, err := b.fileBackend.Read(ctx, kind)
+func (b *spyBackend) Read(ctx context.Context, kind string) (*lease.Record, error) {
+	r, err := b.Backend.Read(ctx, kind)
 	b.note()
 	return r, err
 }
@@ -838,32 +839,32 @@ func (b *spyBackend) note() {
 
 func TestAcquireWaitWakesOnRelease(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	holder, err := Open(dir)
+	holder, err := dirstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := holder.Acquire(bg, Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 60})
+	r, err := holder.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spy := &spyBackend{fileBackend: holder.b.(*fileBackend), attempts: make(chan struct{}, 100)}
-	if _, ok := Backend(spy).(Watcher); !ok {
+	spy := &spyBackend{Backend: holder.Backend().(*dirstore.Backend), attempts: make(chan struct{}, 100)}
+	if _, ok := lease.Backend(spy).(lease.Watcher); !ok {
 		t.Fatal("spy lost the Watcher implementation")
 	}
-	waiter, err := New(spy, WithPollInterval(10*time.Second))
+	waiter, err := lease.New(spy, lease.WithPollInterval(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
 	type result struct {
-		acq *Acquisition
+		acq *lease.Acquisition
 		err error
 		at  time.Time
 	}
 	done := make(chan result, 1)
 	go func() {
-		acq, err := waiter.AcquireWait(ctx, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+		acq, err := waiter.AcquireWait(ctx, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
 		done <- result{acq, err, time.Now()}
 	}()
 	<-spy.attempts // the waiter has been refused once and is now waiting
@@ -882,7 +883,7 @@ func TestAcquireWaitWakesOnRelease(t *testing.T) {
 
 func TestAcquireWaitWakesAtExpiry(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	s, err := Open(dir, WithPollInterval(10*time.Second))
+	s, err := dirstore.Open(dir, lease.WithPollInterval(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +893,7 @@ func TestAcquireWaitWakesAtExpiry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	acq, err := s.AcquireWait(ctx, Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
+	acq, err := s.AcquireWait(ctx, lease.Request{Kind: "slot-1", Owner: "agent-8", TTLMinutes: 1})
 	if err != nil || !acq.TookOverExpired || acq.Previous.Owner != "agent-7" {
 		t.Fatalf("AcquireWait = %+v, %v; want a takeover at expiry", acq, err)
 	}
@@ -906,7 +907,7 @@ func TestAcquireWaitWakesAtExpiry(t *testing.T) {
 func TestGoroutineRace(t *testing.T) {
 	const workers, rounds = 16, 40
 	dir := filepath.Join(t.TempDir(), "store")
-	s, err := Open(dir)
+	s, err := dirstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -923,11 +924,11 @@ func TestGoroutineRace(t *testing.T) {
 			<-start
 			for n := range rounds {
 				kind := "round-" + strings.Repeat("r", n+1)
-				_, err := s.Acquire(bg, Request{Kind: kind, Owner: owner, TTLMinutes: 60})
+				_, err := s.Acquire(bg, lease.Request{Kind: kind, Owner: owner, TTLMinutes: 60})
 				switch {
 				case err == nil:
 					wins <- win{n, owner}
-				case !errors.Is(err, ErrHeld):
+				case !errors.Is(err, lease.ErrHeld):
 					errs <- err
 					return
 				}
@@ -949,7 +950,7 @@ func TestGoroutineRace(t *testing.T) {
 	for n := range rounds {
 		kind := "round-" + strings.Repeat("r", n+1)
 		st, _ := s.Status(context.Background(), kind)
-		if len(byRound[n]) != 1 || st.State != Held || st.Record.Owner != byRound[n][0] {
+		if len(byRound[n]) != 1 || st.State != lease.Held || st.Record.Owner != byRound[n][0] {
 			t.Errorf("%s: winners %v, record %+v", kind, byRound[n], st.Record)
 		}
 	}

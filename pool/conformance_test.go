@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool/pooltest"
 )
@@ -33,7 +34,7 @@ func TestConformanceDirectory(t *testing.T) {
 			clocks[dir] = c
 		}
 		mu.Unlock()
-		s, err := lease.Open(dir, lease.WithClock(c), lease.WithOwnerPattern(`^pt-[a-z0-9]+$`),
+		s, err := dirstore.Open(dir, lease.WithClock(c), lease.WithOwnerPattern(`^pt-[a-z0-9]+$`),
 			lease.WithPollInterval(20*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)

@@ -230,7 +230,11 @@ func (d *dirState) writeJSON(path string, v any) error {
 // ([lease.Store.EnsureDir]). It returns the store's permission set, for
 // what is then written there.
 func (d *dirState) ensureDir(dir string) (storefile.Perm, error) {
-	group, err := d.p.Store().EnsureDir()
+	ens, ok := d.p.Store().Backend().(interface{ EnsureDir() (bool, error) })
+	if !ok {
+		return storefile.Private, fmt.Errorf("pool: the store %s is not a directory", d.p.Store().Where())
+	}
+	group, err := ens.EnsureDir()
 	if err != nil {
 		return storefile.Private, err
 	}

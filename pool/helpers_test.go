@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
@@ -126,7 +127,7 @@ func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
 	}
 	clk := &fakeClock{now: t0}
 	storeDir := filepath.Join(root, "store")
-	st, err := lease.Open(storeDir, lease.WithClock(clk))
+	st, err := dirstore.Open(storeDir, lease.WithClock(clk))
 	if err != nil {
 		t.Fatalf("lease.Open: %v", err)
 	}
@@ -158,7 +159,7 @@ func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st, err := lease.Open(filepath.Join(root, "store"))
+	st, err := dirstore.Open(filepath.Join(root, "store"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -30,7 +31,7 @@ func ResolveStoreField(value, baseDir, home string) (string, error) {
 	switch {
 	case value == "":
 		return "", configErr("$.store", "must not be empty (leave it out for the default store)")
-	case lease.IsStoreURL(value):
+	case dirstore.IsStoreURL(value):
 		return value, nil
 	case value == "~" || strings.HasPrefix(value, "~/"):
 		if home == "" || !filepath.IsAbs(home) {

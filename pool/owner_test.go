@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
@@ -126,7 +127,7 @@ func TestOwnerFenceAndExactOwners(t *testing.T) {
 	if _, err := tp.TryGrant(ctx, q.RequestID, "CI-ALICE"); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("try-grant by CI-ALICE of ci-alice's entry = %v, want ErrNotOwner", err)
 	}
-	st, err := lease.Open(tp.store, lease.WithClock(tp.clock), lease.WithOwnerPattern(`^pt-[a-z]+$`))
+	st, err := dirstore.Open(tp.store, lease.WithClock(tp.clock), lease.WithOwnerPattern(`^pt-[a-z]+$`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
@@ -742,7 +743,7 @@ func TestOpenCommandOverrides(t *testing.T) {
 	})
 	t.Run("bad ttl option", func(t *testing.T) {
 		cfg, _ := Parse([]byte(`{"slots":[{"id":1}]}`), t.TempDir())
-		st, _ := lease.Open(t.TempDir())
+		st, _ := dirstore.Open(t.TempDir())
 		if _, err := Open(st, cfg, Options{TTLMinutes: -1}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Open = %v", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -59,7 +60,7 @@ func helperMain(role string) error {
 	if err != nil {
 		return err
 	}
-	st, err := lease.Open(os.Getenv(storeEnv))
+	st, err := dirstore.Open(os.Getenv(storeEnv))
 	if err != nil {
 		return err
 	}
@@ -190,7 +191,7 @@ func newProcPool(t *testing.T, poolJSON string, opts Options) *procPool {
 		t.Fatal(err)
 	}
 	storeDir := filepath.Join(root, "store")
-	st, err := lease.Open(storeDir)
+	st, err := dirstore.Open(storeDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/internal/progress"
 	"github.com/durable-lease/durable-lease/lease"
@@ -116,7 +117,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	}
 	rec := acq.Record
 	if acq.TookOverExpired {
-		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, lease.JournalName)
+		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, dirstore.JournalName)
 	}
 	s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
 	hopts.Acquired = rec

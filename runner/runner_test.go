@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -39,7 +40,7 @@ func (l *lockedBuffer) String() string {
 
 func testStore(t *testing.T) *lease.Store {
 	t.Helper()
-	s, err := lease.Open(filepath.Join(t.TempDir(), "store"))
+	s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/pool"
 )
 
@@ -62,7 +62,7 @@ func run(n, pollN, pollMs int) error {
 		return err
 	}
 	store := filepath.Join(tmp, "store")
-	st, err := lease.Open(store)
+	st, err := dirstore.Open(store)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -83,7 +84,7 @@ func storeFor(work string) string {
 // openStore opens the store of one measurement in this process.
 func openStore(store string) (*lease.Store, error) {
 	if etcdBase == "" {
-		return lease.Open(store)
+		return dirstore.Open(store)
 	}
 	st, _, err := etcdstore.OpenStore(context.Background(), store)
 	return st, err

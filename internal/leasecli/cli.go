@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
 	"github.com/durable-lease/durable-lease/internal/outcome"
@@ -122,7 +123,7 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
-	store, closeStore, err := storeopen.OpenOrHandOff(ctx, lease.ResolveStore(c.Store, "", cwd), "lease", args, opts...)
+	store, closeStore, err := storeopen.OpenOrHandOff(ctx, dirstore.ResolveStore(c.Store, "", cwd), "lease", args, opts...)
 	if err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}

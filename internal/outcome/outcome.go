@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -97,7 +98,7 @@ func AppendMarshaler(dst []byte, m json.Marshaler, isNil bool) (out []byte, ok b
 // exit status is decided.
 func Classify(err error) (code string, exit int) {
 	switch {
-	case errors.Is(err, lease.ErrUnsafeStore):
+	case errors.Is(err, dirstore.ErrUnsafeStore):
 		return "unsafe_store", ExitUsage
 	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
 		return "usage", ExitUsage

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
 	"github.com/durable-lease/durable-lease/internal/jsonout"
@@ -126,7 +127,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, lease.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
+	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, dirstore.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}

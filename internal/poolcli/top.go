@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
@@ -57,7 +58,7 @@ func (c *topCmd) Run(e *env) error {
 	// This executable serves directory and etcd:// stores. Another scheme
 	// would be handed to its own helper, whose pool has no live view and
 	// would hand the command line back here: refuse instead of looping.
-	if where := lease.ResolveStore(e.g.Store, "", e.cwd); !storeopen.Served(where) {
+	if where := dirstore.ResolveStore(e.g.Store, "", e.cwd); !storeopen.Served(where) {
 		return fmt.Errorf("%w: pool top serves directory and etcd:// stores; %s:// is not one of them",
 			lease.ErrInvalid, storeopen.Scheme(where))
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
@@ -374,7 +375,7 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 			return nil, nil, err
 		}
 	}
-	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), lease.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
+	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), dirstore.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
 		return nil, nil, err
 	}

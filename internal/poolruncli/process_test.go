@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -76,7 +77,7 @@ func status(t *testing.T, c *exec.Cmd, err error) int {
 }
 
 func (r *rig) openStore() *lease.Store {
-	s, err := lease.Open(r.store)
+	s, err := dirstore.Open(r.store)
 	if err != nil {
 		r.t.Fatal(err)
 	}

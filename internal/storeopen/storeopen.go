@@ -19,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -67,7 +68,7 @@ func HelperName(scheme string) string { return "durable-lease-" + scheme }
 
 // Scheme returns where's scheme, or "" for a directory.
 func Scheme(where string) string {
-	if !lease.IsStoreURL(where) {
+	if !dirstore.IsStoreURL(where) {
 		return ""
 	}
 	s, _, _ := strings.Cut(where, "://")
@@ -80,7 +81,7 @@ func Scheme(where string) string {
 func Open(ctx context.Context, where string, opts ...lease.Option) (*lease.Store, func() error, error) {
 	scheme := Scheme(where)
 	if scheme == "" {
-		s, err := lease.Open(where, opts...)
+		s, err := dirstore.Open(where, opts...)
 		return s, func() error { return nil }, err
 	}
 	mu.Lock()
@@ -206,7 +207,7 @@ func FindBeside(name string) string {
 // is.
 func Redact(where string) string {
 	scheme, rest, ok := strings.Cut(where, "://")
-	if !ok || !lease.IsStoreURL(where) {
+	if !ok || !dirstore.IsStoreURL(where) {
 		return where
 	}
 	rest, frag, hasFrag := strings.Cut(rest, "#")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -84,7 +85,7 @@ func clientMain(role string) error {
 	if ms, err := strconv.ParseInt(os.Getenv(envWait), 10, 64); err == nil {
 		c.wait = time.Duration(ms) * time.Millisecond
 	}
-	if c.st, err = lease.Open(os.Getenv(envStore)); err != nil {
+	if c.st, err = dirstore.Open(os.Getenv(envStore)); err != nil {
 		return err
 	}
 	if c.j, err = openJournal(os.Getenv(envJournal), c.name); err != nil {

@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 // Regression tests for bugs found while the test suite was written. The
 // comment above each says what was wrong and which part of the contract
@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // Was a bug (store.go Heartbeat + record.go DecodeRecord): DecodeRecord takes
 // Record.Kind from the file's "kind" field without checking it against the
 // file stem, and Heartbeat writes the refreshed copy through
-// fileBackend.write, which names the file after r.Kind. PROTOCOL.md §2: the
+// Backend.write, which names the file after r.Kind. PROTOCOL.md §2: the
 // kind field is "the kind, equal to the file stem", and a heartbeat
 // "rewrite[s] the record". Actual: the refreshed record lands in ANOTHER
 // file (b.json, or ".json" for "kind":"" / "kind":null, or outside the
@@ -49,16 +51,16 @@ func TestRegressionHeartbeatWritesToTheRecordsKindField(t *testing.T) {
 	}
 }
 
-// Was a bug (file.go fileBackend.Update / guard.go enterGuard): every guarded
+// Was a bug (file.go Backend.Update / guard.go enterGuard): every guarded
 // operation creates the store directory (enterGuard's MkdirAll) before the
 // callback decides anything, so a REFUSED heartbeat on a store that does
 // not exist yet leaves the directory behind. PROTOCOL.md §1: "The store
 // directory is created by the first mutation, never by a read or by a
-// refused command" (also newFileBackend's doc comment). The same happens
+// refused command" (also newBackend's doc comment). The same happens
 // for no-op Release/Reap/ForceRelease of an absent lease.
 func TestRegressionRefusedHeartbeatCreatesStore(t *testing.T) {
 	s, _ := newTestStore(t)
-	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, ErrNotHeld) {
+	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Heartbeat = %v, want ErrNotHeld", err)
 	}
 	if _, err := os.Stat(s.Dir()); err == nil {
@@ -71,7 +73,7 @@ func TestRegressionRefusedHeartbeatCreatesStore(t *testing.T) {
 // strings.HasSuffix(pattern, `\$`) rejects it. PROTOCOL.md §4.1: a pattern
 // "MUST start with ^ and end with an unescaped $"; the $ here is unescaped.
 func TestRegressionOwnerPatternEndingInEscapedBackslash(t *testing.T) {
-	re, err := CompileOwnerPattern(`^ci\\$`)
+	re, err := lease.CompileOwnerPattern(`^ci\\$`)
 	if err != nil {
 		t.Fatalf(`CompileOwnerPattern(^ci\\$) = %v; the pattern is anchored`, err)
 	}
@@ -84,7 +86,7 @@ func TestRegressionOwnerPatternEndingInEscapedBackslash(t *testing.T) {
 // anchoring rule, but Go's alternation binds loosest, so it matched any owner
 // starting with a or ending with b. The fence must match whole owners only.
 func TestRegressionOwnerPatternAlternation(t *testing.T) {
-	re, err := CompileOwnerPattern(`^acme-[a-z]+|ci$`)
+	re, err := lease.CompileOwnerPattern(`^acme-[a-z]+|ci$`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestRegressionUnjournaledTakeoverDoesNotHappen(t *testing.T) {
 	}
 	before := readBytes(t, filepath.Join(s.Dir(), "deploy.json"))
 	clk.Advance(2 * time.Minute)
-	if _, err := s.Acquire(bg, Request{Kind: "deploy", Owner: "agent-2", TTLMinutes: 1}); err == nil {
+	if _, err := s.Acquire(bg, lease.Request{Kind: "deploy", Owner: "agent-2", TTLMinutes: 1}); err == nil {
 		t.Fatal("a takeover that could not be journaled succeeded")
 	}
 	if _, err := s.Reap(bg, "deploy"); err == nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package lease
+package dirstore
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/jsonfast"
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // A fence is a number that only ever grows per kind: every acquisition
@@ -51,7 +52,7 @@ const fenceAttrPrefix = "user.dlfence."
 // (it was set near the largest int64 by hand).
 var ErrFenceExhausted = errors.New("lease: fence counter exhausted")
 
-func (b *fileBackend) fencePath(kind string) string {
+func (b *Backend) fencePath(kind string) string {
 	return filepath.Join(b.dir, ".fence-"+kind)
 }
 
@@ -72,7 +73,7 @@ func decodeFence(data []byte) (fenceMark, bool) {
 // an I/O error) is an error,
 // not a missing one: starting again from 1 would hand out fences lower
 // than ones already given, which is exactly what fences must never do.
-func (b *fileBackend) readFence(kind string) (fenceMark, error) {
+func (b *Backend) readFence(kind string) (fenceMark, error) {
 	var best fenceMark
 	data, err := getFenceAttr(b.dir, fenceAttrPrefix+kind)
 	switch {
@@ -109,7 +110,7 @@ func (b *fileBackend) readFence(kind string) (fenceMark, error) {
 // token, inside kind's critical section, before its record is written: a
 // crash in between wastes a number and never reuses one. floor is the
 // fence of the record being replaced, if it had one.
-func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) {
+func (b *Backend) nextFence(kind, token string, floor int64) (int64, error) {
 	stored, err := b.readFence(kind)
 	if err != nil {
 		return 0, err
@@ -123,7 +124,7 @@ func (b *fileBackend) nextFence(kind, token string, floor int64) (int64, error) 
 	if err := setFenceAttr(b.dir, fenceAttrPrefix+kind, data); err == nil {
 		return n, nil
 	}
-	if err := storefile.Replace(b.fencePath(kind), ".tmp-"+kind+"-"+RandomHex(8), data, b.perm()); err != nil {
+	if err := storefile.Replace(b.fencePath(kind), ".tmp-"+kind+"-"+lease.RandomHex(8), data, b.perm()); err != nil {
 		return 0, fmt.Errorf("lease: store the fence of %s: %w", kind, err)
 	}
 	return n, nil
@@ -174,7 +175,7 @@ func decodeFenceFast(data []byte) (m fenceMark, ok bool) {
 }
 
 // attachFence sets rec.Fence when the stored mark names rec's token.
-func (b *fileBackend) attachFence(rec *Record) {
+func (b *Backend) attachFence(rec *lease.Record) {
 	if rec == nil || rec.Corrupt || rec.Token == "" {
 		return
 	}
@@ -184,4 +185,6 @@ func (b *fileBackend) attachFence(rec *Record) {
 }
 
 // fenceToken is the token's fingerprint without its "sha256:" prefix.
-func fenceToken(token string) string { return strings.TrimPrefix(TokenFingerprint(token), "sha256:") }
+func fenceToken(token string) string {
+	return strings.TrimPrefix(lease.TokenFingerprint(token), "sha256:")
+}

@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"context"
@@ -14,16 +14,17 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // JournalName is the store's journal of takeovers, reaps and forced releases.
 const JournalName = "reaped.log"
 
-// fileBackend keeps each record in <dir>/<kind>.json and serializes a kind's
+// Backend is a [lease.Backend] over a directory: it keeps each record in <dir>/<kind>.json and serializes a kind's
 // mutations with the guard directory <dir>/.guard-<kind> (see guard.go).
-type fileBackend struct {
+type Backend struct {
 	dir   string
-	clock Clock
+	clock lease.Clock
 	guard guardConfig
 	// mode is the storefile.Perm of what the store creates, with
 	// modeJudged set once the directory has been judged safe
@@ -33,12 +34,12 @@ type fileBackend struct {
 
 const modeJudged = 1 << 31
 
-// newFileBackend does not create dir: reads of a missing store see no
+// newBackend does not create dir: reads of a missing store see no
 // leases, and the first mutation creates it, so a refused or read-only
 // command leaves nothing on disk. A directory already there must pass
 // checkStoreDir.
-func newFileBackend(dir string, clock Clock, g guardConfig) (*fileBackend, error) {
-	b := &fileBackend{dir: dir, clock: clock, guard: g}
+func newBackend(dir string, clock lease.Clock, g guardConfig) (*Backend, error) {
+	b := &Backend{dir: dir, clock: clock, guard: g}
 	perm, exists, err := checkStoreDir(dir)
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func newFileBackend(dir string, clock Clock, g guardConfig) (*fileBackend, error
 	return b, nil
 }
 
-func (b *fileBackend) setMode(perm storefile.Perm, judged bool) {
+func (b *Backend) setMode(perm storefile.Perm, judged bool) {
 	m := uint32(perm)
 	if judged {
 		m |= modeJudged
@@ -56,14 +57,14 @@ func (b *fileBackend) setMode(perm storefile.Perm, judged bool) {
 }
 
 // perm is the permission set of what the store creates.
-func (b *fileBackend) perm() storefile.Perm {
+func (b *Backend) perm() storefile.Perm {
 	return storefile.Perm(b.mode.Load() &^ modeJudged)
 }
 
 // ensureDir makes sure the store directory exists and has been judged
 // safe, creating it (0700) if it is missing; it returns the store's
 // permission set.
-func (b *fileBackend) ensureDir() (storefile.Perm, error) {
+func (b *Backend) ensureDir() (storefile.Perm, error) {
 	m := b.mode.Load()
 	if m&modeJudged != 0 {
 		if _, err := os.Lstat(b.dir); err == nil {
@@ -80,7 +81,7 @@ func (b *fileBackend) ensureDir() (storefile.Perm, error) {
 
 // judgeAppeared judges a store directory that appeared after Open found
 // none (made by another process), once.
-func (b *fileBackend) judgeAppeared() error {
+func (b *Backend) judgeAppeared() error {
 	if b.mode.Load()&modeJudged != 0 {
 		return nil
 	}
@@ -92,21 +93,21 @@ func (b *fileBackend) judgeAppeared() error {
 	return nil
 }
 
-func (b *fileBackend) recordPath(kind string) string {
+func (b *Backend) recordPath(kind string) string {
 	return filepath.Join(b.dir, kind+".json")
 }
 
 // Now implements [Backend].
-func (b *fileBackend) Now() time.Time { return b.clock.Now() }
+func (b *Backend) Now() time.Time { return b.clock.Now() }
 
 // judge sets rec.Seen by the clock rule (PROTOCOL §2.3) at this instant.
-func (b *fileBackend) judge(rec *Record) {
+func (b *Backend) judge(rec *lease.Record) {
 	if rec == nil {
 		return
 	}
 	now := b.clock.Now()
-	var boot *BootStamp
-	if bc, ok := b.clock.(BootClock); ok {
+	var boot *lease.BootStamp
+	if bc, ok := b.clock.(lease.BootClock); ok {
 		if s, ok := bc.Boot(); ok {
 			boot = &s
 		}
@@ -115,23 +116,23 @@ func (b *fileBackend) judge(rec *Record) {
 }
 
 // Read implements [Backend].
-func (b *fileBackend) Read(_ context.Context, kind string) (*Record, error) {
+func (b *Backend) Read(_ context.Context, kind string) (*lease.Record, error) {
 	return b.read(kind)
 }
 
 // Peek implements [Peeker].
-func (b *fileBackend) Peek(_ context.Context, kind string) (*Record, error) {
+func (b *Backend) Peek(_ context.Context, kind string) (*lease.Record, error) {
 	return b.readRecord(kind, false)
 }
 
-func (b *fileBackend) read(kind string) (*Record, error) {
+func (b *Backend) read(kind string) (*lease.Record, error) {
 	return b.readRecord(kind, true)
 }
 
 // readRecord is read; withFence false leaves the record's Fence unset
 // (for a caller that never looks at it), which saves reading the counter.
-func (b *fileBackend) readRecord(kind string, withFence bool) (*Record, error) {
-	data, err := storefile.Read(b.recordPath(kind), MaxRecordBytes)
+func (b *Backend) readRecord(kind string, withFence bool) (*lease.Record, error) {
+	data, err := storefile.Read(b.recordPath(kind), lease.MaxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -139,12 +140,12 @@ func (b *fileBackend) readRecord(kind string, withFence bool) (*Record, error) {
 		// Judged like any unreadable record (unknown, and taken over by
 		// the next acquire, whose rename replaces the entry itself), but
 		// nothing behind it is read, shown or journaled.
-		return &Record{Kind: kind, Corrupt: true, Reason: errors.Unwrap(err).Error(), Seen: Liveness{Rule: RuleCorrupt}}, nil
+		return &lease.Record{Kind: kind, Corrupt: true, Reason: errors.Unwrap(err).Error(), Seen: lease.Liveness{Rule: lease.RuleCorrupt}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
 	}
-	rec := DecodeRecord(kind, data)
+	rec := lease.DecodeRecord(kind, data)
 	if withFence {
 		b.attachFence(rec)
 	}
@@ -155,7 +156,7 @@ func (b *fileBackend) readRecord(kind string, withFence bool) (*Record, error) {
 // write replaces the record atomically: a uniquely named temporary file in
 // the same directory, renamed over <kind>.json, so lock-free readers see the
 // old record or the new one and never a torn one.
-func (b *fileBackend) write(kind string, r *Record) error {
+func (b *Backend) write(kind string, r *lease.Record) error {
 	if r.Kind != kind {
 		return fmt.Errorf("lease: write %s: the record names kind %q", kind, r.Kind)
 	}
@@ -163,7 +164,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 	if err != nil {
 		return fmt.Errorf("lease: encode %s: %w", kind, err)
 	}
-	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+RandomHex(8))
+	tmp := filepath.Join(b.dir, ".tmp-"+kind+"-"+lease.RandomHex(8))
 	werr := storefile.WriteNew(tmp, data, b.perm())
 	if werr == nil {
 		werr = renameFile(tmp, b.recordPath(kind))
@@ -175,7 +176,7 @@ func (b *fileBackend) write(kind string, r *Record) error {
 	return nil
 }
 
-func (b *fileBackend) remove(kind string) error {
+func (b *Backend) remove(kind string) error {
 	err := unlinkFile(b.recordPath(kind))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("lease: remove %s: %w", kind, err)
@@ -189,22 +190,22 @@ func (b *fileBackend) remove(kind string) error {
 // Only a change creates the directory and runs fn again under the guard.
 // A change's event is journaled inside the guard before the change is
 // made; a change whose event cannot be journaled is not made.
-func (b *fileBackend) Update(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+func (b *Backend) Update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
 	return b.update(ctx, kind, fn, true)
 }
 
 // UpdateUnfenced is Update for a fn that never looks at the current
 // record's Fence and never hands the record on (a release): the fence
 // counter is then not read.
-func (b *fileBackend) UpdateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error) {
+func (b *Backend) UpdateUnfenced(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
 	return b.update(ctx, kind, fn, false)
 }
 
-func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) (Change, error), withFence bool) (*Record, error) {
+func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error), withFence bool) (*lease.Record, error) {
 	g, err := b.enterGuard(ctx, kind)
 	if errors.Is(err, errNoStore) {
 		ch, ferr := fn(nil)
-		if ferr != nil || ch.Op == OpNone {
+		if ferr != nil || ch.Op == lease.OpNone {
 			return nil, ferr
 		}
 		if _, err := b.ensureDir(); err != nil {
@@ -221,7 +222,7 @@ func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) 
 		return nil, err
 	}
 	ch, err := fn(cur)
-	if err != nil || ch.Op == OpNone {
+	if err != nil || ch.Op == lease.OpNone {
 		return nil, err
 	}
 	if ch.Event != nil {
@@ -231,7 +232,7 @@ func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) 
 	}
 	next := ch.Record
 	switch ch.Op {
-	case OpAcquire:
+	case lease.OpAcquire:
 		// A new incarnation (acquire or takeover): the next fence.
 		var floor int64
 		if cur != nil {
@@ -240,12 +241,12 @@ func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) 
 		if next.Fence, err = b.nextFence(kind, next.Token, floor); err != nil {
 			return nil, err
 		}
-	case OpRenew:
+	case lease.OpRenew:
 		if cur == nil || cur.Token != next.Token {
 			return nil, fmt.Errorf("lease: renew %s: the record is not the incarnation being renewed", kind)
 		}
 		next.Fence = cur.Fence
-	case OpDelete:
+	case lease.OpDelete:
 		return nil, b.remove(kind)
 	default:
 		return nil, fmt.Errorf("lease: update %s: unknown op %d", kind, ch.Op)
@@ -259,7 +260,7 @@ func (b *fileBackend) update(ctx context.Context, kind string, fn func(*Record) 
 
 // Names implements [Backend]: every <name>.json in the store whose name does
 // not start with a dot.
-func (b *fileBackend) Names(context.Context) ([]string, error) {
+func (b *Backend) Names(context.Context) ([]string, error) {
 	entries, err := os.ReadDir(b.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -281,7 +282,7 @@ func (b *fileBackend) Names(context.Context) ([]string, error) {
 
 // Journal implements [Backend]: one JSON line appended with a single write,
 // which O_APPEND keeps whole against concurrent appenders.
-func (b *fileBackend) Journal(_ context.Context, e Event) error {
+func (b *Backend) Journal(_ context.Context, e lease.Event) error {
 	if e.At.IsZero() {
 		e.At = b.clock.Now()
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package lease
+package dirstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // waitFileName is the name of kind's wait file in the store,
@@ -35,7 +36,7 @@ func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 // The file is opened like every store file (no symlink, a regular file
 // only, never blocking on open); anything else there makes the line
 // unusable and the caller waits without it.
-func (b *fileBackend) LineUp(_ context.Context, kind string) (Place, error) {
+func (b *Backend) LineUp(_ context.Context, kind string) (lease.Place, error) {
 	path := filepath.Join(b.dir, waitFileName(kind))
 	lines.Lock()
 	defer lines.Unlock()
@@ -43,7 +44,7 @@ func (b *fileBackend) LineUp(_ context.Context, kind string) (Place, error) {
 	if ln == nil {
 		f, err := storefile.OpenLock(path, b.perm())
 		if err != nil {
-			return Place{}, err
+			return lease.Place{}, err
 		}
 		ln = &line{path: path, f: f}
 		lines.m[path] = ln
@@ -52,7 +53,7 @@ func (b *fileBackend) LineUp(_ context.Context, kind string) (Place, error) {
 	w := &lineWaiter{turn: make(chan error, 1), done: make(chan struct{})}
 	ln.waiting = append(ln.waiting, w)
 	var once sync.Once
-	return Place{Turn: w.turn, Leave: func() { once.Do(func() { ln.leave(w) }) }}, nil
+	return lease.Place{Turn: w.turn, Leave: func() { once.Do(func() { ln.leave(w) }) }}, nil
 }
 
 // lines are this process's lines, by wait file.

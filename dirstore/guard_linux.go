@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // noReplaceUnsupported records that this filesystem refused renameat2's
@@ -30,7 +31,7 @@ func createGuard(path string, holder []byte, perm storefile.Perm) (*holderLock, 
 		return nil, fs.ErrExist
 	}
 	if !noReplaceUnsupported.Load() {
-		tmp := path + ".new-" + RandomHex(8)
+		tmp := path + ".new-" + lease.RandomHex(8)
 		if err := storefile.Mkdir(tmp, perm); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package lease
+package dirstore
 
 import (
 	"io/fs"

@@ -1,4 +1,4 @@
-package lease_test
+package dirstore_test
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/lease/leasetest"
 )
@@ -32,7 +33,7 @@ func TestConformanceDirectory(t *testing.T) {
 		TTLMinutes: 1,
 		New: func(t *testing.T) *lease.Store {
 			c := &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-			s, err := lease.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(c),
+			s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(c),
 				lease.WithOwnerPattern(`^conf-[a-z0-9]+$`), lease.WithPollInterval(20*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
@@ -48,7 +49,7 @@ func TestConformanceDirectory(t *testing.T) {
 			clocks[s].advance(61 * time.Second)
 		},
 		Journal: func(t *testing.T, s *lease.Store) []lease.Event {
-			f, err := os.Open(filepath.Join(s.Dir(), lease.JournalName))
+			f, err := os.Open(filepath.Join(s.Dir(), dirstore.JournalName))
 			if os.IsNotExist(err) {
 				return nil
 			}

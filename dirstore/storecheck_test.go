@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // The store check's rule on owner, group and mode, for a process of uid
@@ -122,7 +123,7 @@ func TestStorePrivateWhateverTheUmask(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Open made the store: %v", err)
 	}
-	res, err := s.Acquire(t.Context(), Request{Kind: "k", Owner: "ci-main", TTLMinutes: 1})
+	res, err := s.Acquire(t.Context(), lease.Request{Kind: "k", Owner: "ci-main", TTLMinutes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestStorePrivateWhateverTheUmask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"k", "j"} {
-		if _, err := s.Acquire(t.Context(), Request{Kind: k, Owner: "ci-main", TTLMinutes: 1}); err != nil {
+		if _, err := s.Acquire(t.Context(), lease.Request{Kind: k, Owner: "ci-main", TTLMinutes: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package lease
+package dirstore
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // helperEnv selects the role of a re-executed test binary.
@@ -64,11 +66,11 @@ func helperRace() error {
 	out := bufio.NewWriter(os.Stdout)
 	for n := range rounds {
 		kind := fmt.Sprintf("round-%d", n)
-		_, err := s.Acquire(context.Background(), Request{Kind: kind, Owner: owner, TTLMinutes: 60})
+		_, err := s.Acquire(context.Background(), lease.Request{Kind: kind, Owner: owner, TTLMinutes: 60})
 		switch {
 		case err == nil:
 			fmt.Fprintf(out, "won %d\n", n)
-		case errors.Is(err, ErrHeld):
+		case errors.Is(err, lease.ErrHeld):
 		default:
 			out.Flush()
 			return fmt.Errorf("%s: %w", kind, err)
@@ -84,7 +86,7 @@ func helperHoldGuard() error {
 	if err != nil {
 		return err
 	}
-	b := s.b.(*fileBackend)
+	b := s.Backend().(*Backend)
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -180,7 +182,7 @@ func TestMultiProcessRace(t *testing.T) {
 			continue
 		}
 		st, err := s.Status(context.Background(), kind)
-		if err != nil || st.State != Held || st.Record.Owner != winners[n][0] {
+		if err != nil || st.State != lease.Held || st.Record.Owner != winners[n][0] {
 			t.Errorf("%s: record %+v (%v), want held by %s", kind, st.Record, err, winners[n][0])
 		}
 	}
@@ -256,7 +258,7 @@ func TestKilledGuardHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			acq, err := s.Acquire(context.Background(), Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
+			acq, err := s.Acquire(context.Background(), lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
 			elapsed := time.Since(start)
 			if err != nil || acq.Record.Owner != "agent-7" {
 				t.Fatalf("Acquire after the holder was killed: %+v, %v", acq, err)
@@ -264,7 +266,7 @@ func TestKilledGuardHolder(t *testing.T) {
 			if elapsed > 2*time.Second {
 				t.Errorf("recovering the dead holder's guard took %v", elapsed)
 			}
-			ev := eventsNamed(journalEvents(t, dir), EventGuardReaped)
+			ev := eventsNamed(journalEvents(t, dir), lease.EventGuardReaped)
 			if len(ev) != 1 || ev[0]["pid"] != float64(pid) || ev[0]["kind"] != "slot-1" {
 				t.Fatalf("guard_reaped events = %v, want one naming pid %d", ev, pid)
 			}

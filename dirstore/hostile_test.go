@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // TestHostileRecordFiles plants what another local user (or a broken tool)
@@ -24,7 +25,7 @@ func TestHostileRecordFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(t.TempDir(), "big.json")
-	if err := os.WriteFile(big, []byte(`{"v":1,"pad":"`+strings.Repeat("x", MaxRecordBytes)+`"}`), 0o600); err != nil {
+	if err := os.WriteFile(big, []byte(`{"v":1,"pad":"`+strings.Repeat("x", lease.MaxRecordBytes)+`"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -60,7 +61,7 @@ func TestHostileRecordFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, fb := realStore(t)
-			dir := fb.Backend.(*fileBackend).dir
+			dir := fb.dir
 			if err := os.MkdirAll(dir, 0o777); err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +72,7 @@ func TestHostileRecordFiles(t *testing.T) {
 			go func() {
 				defer close(done)
 				st, err := s.Status(context.Background(), "k")
-				if err != nil || st.State != Unknown {
+				if err != nil || st.State != lease.Unknown {
 					t.Errorf("status of a planted %s: %+v, %v; want unknown", tt.name, st, err)
 				}
 				all, err := s.List(context.Background())
@@ -87,7 +88,7 @@ func TestHostileRecordFiles(t *testing.T) {
 			if tt.name == "directory" {
 				return // an acquire cannot rename a file over a directory; it fails, nothing else
 			}
-			acq, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1})
+			acq, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "o", TTLMinutes: 1})
 			if err != nil || !acq.TookOverExpired {
 				t.Fatalf("acquire over a planted %s: %+v, %v; want a takeover", tt.name, acq, err)
 			}
@@ -107,7 +108,7 @@ func TestHostileRecordFiles(t *testing.T) {
 
 func TestJournalRefusesASymlink(t *testing.T) {
 	s, fb := realStore(t)
-	dir := fb.Backend.(*fileBackend).dir
+	dir := fb.dir
 	outside := filepath.Join(t.TempDir(), "outside.log")
 	if err := os.WriteFile(outside, nil, 0o666); err != nil {
 		t.Fatal(err)
@@ -132,11 +133,11 @@ func TestJournalRefusesASymlink(t *testing.T) {
 // is removed by reconcile once it is older than the guard stale bound,
 // while a live process's temporaries, fresh ones and anything else stay.
 func TestSweepRemovesDeadTemporaries(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "store"), WithGuardStale(time.Second))
+	s, err := OpenWith(filepath.Join(t.TempDir(), "store"), Options{GuardStale: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := s.b.(*fileBackend)
+	b := s.Backend().(*Backend)
 	mustAcquire(t, s, "k", "o", 1)
 	old := time.Now().Add(-time.Hour)
 	plantDir := func(name string, locked bool) string {
@@ -210,10 +211,10 @@ func TestListSurvivesAnUnreadableEntry(t *testing.T) {
 	mustAcquire(t, s, "a", "o", 1)
 	mustAcquire(t, s, "c", "o", 1)
 	bad := &unreadableBackend{Backend: fb, kind: "b"}
-	if err := os.WriteFile(filepath.Join(fb.Backend.(*fileBackend).dir, "b.json"), []byte("{}"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(fb.dir, "b.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := New(bad)
+	s2, err := lease.New(bad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestListSurvivesAnUnreadableEntry(t *testing.T) {
 	if err != nil || len(all) != 3 {
 		t.Fatalf("List = %+v, %v; want three entries", all, err)
 	}
-	if all[1].Kind != "b" || all[1].State != Unknown || all[1].ReadErr == nil || !strings.Contains(all[1].Record.Reason, "permission denied") {
+	if all[1].Kind != "b" || all[1].State != lease.Unknown || all[1].ReadErr == nil || !strings.Contains(all[1].Record.Reason, "permission denied") {
 		t.Errorf("the unreadable entry: %+v", all[1])
 	}
 	rep, err := s2.Reconcile(context.Background())
@@ -231,11 +232,11 @@ func TestListSurvivesAnUnreadableEntry(t *testing.T) {
 }
 
 type unreadableBackend struct {
-	Backend
+	lease.Backend
 	kind string
 }
 
-func (b *unreadableBackend) Read(ctx context.Context, kind string) (*Record, error) {
+func (b *unreadableBackend) Read(ctx context.Context, kind string) (*lease.Record, error) {
 	if kind == b.kind {
 		return nil, &os.PathError{Op: "open", Path: kind + ".json", Err: syscall.EACCES}
 	}
@@ -244,12 +245,12 @@ func (b *unreadableBackend) Read(ctx context.Context, kind string) (*Record, err
 
 func TestPayloadDepthIsBounded(t *testing.T) {
 	s, _ := realStore(t)
-	deep := strings.Repeat("[", MaxPayloadDepth+1) + strings.Repeat("]", MaxPayloadDepth+1)
-	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(deep)}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("a payload %d deep: %v, want ErrInvalid", MaxPayloadDepth+1, err)
+	deep := strings.Repeat("[", lease.MaxPayloadDepth+1) + strings.Repeat("]", lease.MaxPayloadDepth+1)
+	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(deep)}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("a payload %d deep: %v, want ErrInvalid", lease.MaxPayloadDepth+1, err)
 	}
-	ok := `{"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"","a":` + strings.Repeat("[", MaxPayloadDepth-1) + strings.Repeat("]", MaxPayloadDepth-1) + `}`
-	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(ok)}); err != nil {
+	ok := `{"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"","a":` + strings.Repeat("[", lease.MaxPayloadDepth-1) + strings.Repeat("]", lease.MaxPayloadDepth-1) + `}`
+	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "o", TTLMinutes: 1, Payload: []byte(ok)}); err != nil {
 		t.Errorf("a payload at the limit (brackets in strings do not count): %v", err)
 	}
 }

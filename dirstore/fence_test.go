@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // TestFenceGrows: every acquisition and takeover of a kind gets a larger
@@ -41,7 +43,7 @@ func TestFenceGrows(t *testing.T) {
 	b := mustAcquire(t, s, "k", "bob", 1)
 	next("acquire after a release", b.Fence)
 	clk.Advance(2 * time.Minute)
-	c, err := s.Acquire(ctx, Request{Kind: "k", Owner: "carol", TTLMinutes: 1})
+	c, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "carol", TTLMinutes: 1})
 	if err != nil || !c.TookOverExpired {
 		t.Fatalf("takeover: %v", err)
 	}
@@ -68,16 +70,16 @@ func TestFenceAcrossAnotherWriter(t *testing.T) {
 	a := mustAcquire(t, s, "k", "alice", 1)
 	clk.Advance(2 * time.Minute)
 	node := fmt.Sprintf(`{"v":1,"kind":"k","owner":"node","token":"5b0c6a0e-1111-4222-8333-944445555666","heartbeat":%q,"ttlMinutes":1,"payload":null,"acquiredAt":%q}`,
-		FormatTime(clk.Now()), FormatTime(clk.Now()))
+		lease.FormatTime(clk.Now()), lease.FormatTime(clk.Now()))
 	if err := os.WriteFile(filepath.Join(s.Dir(), "k.json"), []byte(node), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := s.Status(context.Background(), "k")
-	if st.State != Held || st.Record.Fence != 0 {
+	if st.State != lease.Held || st.Record.Fence != 0 {
 		t.Fatalf("the Node tool's record: state %s fence %d, want held and no fence", st.State, st.Record.Fence)
 	}
 	clk.Advance(2 * time.Minute)
-	b, err := s.Acquire(ctx, Request{Kind: "k", Owner: "bob", TTLMinutes: 1})
+	b, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "bob", TTLMinutes: 1})
 	if err != nil || b.Record.Fence <= a.Fence {
 		t.Fatalf("takeover of the Node record: %v, fence %d after %d", err, b.Record.Fence, a.Fence)
 	}
@@ -115,7 +117,7 @@ func TestFenceExhausted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.Dir(), ".fence-k"), []byte(mark), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(context.Background(), Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); !errors.Is(err, ErrFenceExhausted) {
+	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); !errors.Is(err, ErrFenceExhausted) {
 		t.Fatalf("acquire = %v, want ErrFenceExhausted", err)
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir(), "k.json")); !os.IsNotExist(err) {
@@ -137,7 +139,7 @@ func TestFenceCounterHostile(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(s.Dir(), ".fence-k"), []byte("not a counter"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Acquire(ctx, Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
+		_, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
 		if err == nil || !strings.Contains(err.Error(), "fence counter") {
 			t.Fatalf("acquire over a garbage counter = %v, want a refusal naming the counter", err)
 		}
@@ -174,7 +176,7 @@ func TestFenceCounterHostile(t *testing.T) {
 		if err := setFenceAttr(s.Dir(), fenceAttrPrefix+"k", big); err != nil {
 			t.Skipf("no user attributes here: %v", err)
 		}
-		if _, err := s.Acquire(ctx, Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); err == nil {
+		if _, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "alice", TTLMinutes: 1}); err == nil {
 			t.Fatal("acquire over an unreadable counter attribute succeeded; the fence could go back")
 		}
 	})

@@ -1,13 +1,12 @@
 //go:build linux
 
-package lease
+package dirstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,19 +14,8 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
-
-// deadPID starts a short-lived child process, waits for it and returns its
-// pid, which then names no process (until the kernel reuses it).
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=")
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("short child: %v", err)
-	}
-	return cmd.ProcessState.Pid()
-}
 
 // holderOf returns a fully identified holder on this host with the given
 // pid and start time.
@@ -157,15 +145,15 @@ func TestGuardJudgement(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			body := tt.holder(t)
 			path := plantGuard(t, dir, "slot-1", body, tt.age)
-			s, err := Open(dir, WithGuardWait(200*time.Millisecond))
+			s, err := OpenWith(dir, Options{GuardWait: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = s.Acquire(context.Background(), Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
+			_, err = s.Acquire(context.Background(), lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
 			elapsed := time.Since(start)
 			if !tt.stale {
-				if !errors.Is(err, ErrGuardBusy) {
+				if !errors.Is(err, lease.ErrGuardBusy) {
 					t.Fatalf("Acquire past a live guard = %v, want ErrGuardBusy", err)
 				}
 				if elapsed < 200*time.Millisecond {
@@ -188,7 +176,7 @@ func TestGuardJudgement(t *testing.T) {
 			if exists(t, path) {
 				t.Errorf("guard left behind after the acquire")
 			}
-			ev := eventsNamed(journalEvents(t, dir), EventGuardReaped)
+			ev := eventsNamed(journalEvents(t, dir), lease.EventGuardReaped)
 			if len(ev) != 1 {
 				t.Fatalf("guard_reaped events = %v, want one", ev)
 			}
@@ -226,11 +214,11 @@ func assertNoStrays(t *testing.T, dir string) {
 func TestGuardStaleOption(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	plantGuard(t, dir, "slot-1", `{"id":"x","pid":1}`, 5*time.Second)
-	s, err := Open(dir, WithGuardWait(200*time.Millisecond), WithGuardStale(time.Second))
+	s, err := OpenWith(dir, Options{GuardWait: 200 * time.Millisecond, GuardStale: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(context.Background(), Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); err != nil {
+	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); err != nil {
 		t.Fatalf("a 5 s old unidentified guard with a 1 s stale bound: %v", err)
 	}
 }
@@ -238,7 +226,7 @@ func TestGuardStaleOption(t *testing.T) {
 func TestGuardBusyHonoursContext(t *testing.T) {
 	requireIdentity(t)
 	dir := filepath.Join(t.TempDir(), "store")
-	plantGuard(t, dir, "slot-1", holderJSON(t, holderOf("live", self().PID, self().Start)), 0)
+	plantGuard(t, dir, "slot-1", holderJSON(t, holderOf("live", lease.Self().PID, lease.Self().Start)), 0)
 	s, err := Open(dir) // default 5 s guard wait
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +234,7 @@ func TestGuardBusyHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Acquire(ctx, Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
+	_, err = s.Acquire(ctx, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Acquire = %v, want the context's deadline", err)
 	}
@@ -284,7 +272,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			body, age := tt.dead(t)
 			path := plantGuard(t, dir, "slot-1", body, age)
-			b := testFileBackend(t, dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
+			b := testBackend(t, dir, lease.WallClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
 
 			if v1, v2 := b.judgeGuard(path), b.judgeGuard(path); !v1.stale || !v2.stale {
 				t.Fatalf("both reapers should judge the guard abandoned: %+v %+v", v1, v2)
@@ -308,7 +296,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 			if h == nil || h.ID != "fresh" {
 				t.Fatalf("reaper 2 removed or replaced the fresh guard: holder %+v", h)
 			}
-			if n := len(eventsNamed(journalEvents(t, dir), EventGuardReaped)); n != 1 {
+			if n := len(eventsNamed(journalEvents(t, dir), lease.EventGuardReaped)); n != 1 {
 				t.Errorf("%d guard_reaped events, want 1", n)
 			}
 		})
@@ -317,7 +305,7 @@ func TestReapGuardInterleaving(t *testing.T) {
 
 func TestEnterLeaveGuard(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testBackend(t, dir, lease.WallClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -329,7 +317,7 @@ func TestEnterLeaveGuard(t *testing.T) {
 	if h == nil || h.ID != g.id || h.PID != os.Getpid() || !hexToken.MatchString(h.ID) {
 		t.Fatalf("holder.json = %+v, want id %s and this pid", h, g.id)
 	}
-	if _, err := b.enterGuard(context.Background(), "slot-1"); !errors.Is(err, ErrGuardBusy) {
+	if _, err := b.enterGuard(context.Background(), "slot-1"); !errors.Is(err, lease.ErrGuardBusy) {
 		t.Errorf("second enter of a held guard = %v, want ErrGuardBusy", err)
 	}
 	b.leaveGuard(g)
@@ -344,7 +332,7 @@ func TestEnterLeaveGuard(t *testing.T) {
 
 func TestLeaveGuardReplaced(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testBackend(t, dir, lease.WallClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -365,7 +353,7 @@ func TestLeaveGuardReplaced(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(g.path, holderFile)); err != nil || string(got) != other {
 		t.Fatalf("the other holder's guard was not restored: %q, %v", got, err)
 	}
-	ev := eventsNamed(journalEvents(t, dir), EventGuardLost)
+	ev := eventsNamed(journalEvents(t, dir), lease.EventGuardLost)
 	if len(ev) != 1 || ev[0]["holderId"] != g.id || ev[0]["kind"] != "slot-1" || ev[0]["guard"] != g.path {
 		t.Fatalf("guard_lost events = %v", ev)
 	}
@@ -377,7 +365,7 @@ func TestLeaveGuardReplaced(t *testing.T) {
 
 func TestLeaveGuardGone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	b := testFileBackend(t, dir, realClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
+	b := testBackend(t, dir, lease.WallClock{}, guardConfig{wait: 200 * time.Millisecond, stale: DefaultGuardStale})
 	if err := os.MkdirAll(b.dir, 0o777); err != nil {
 		panic(err)
 	}
@@ -389,7 +377,7 @@ func TestLeaveGuardGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.leaveGuard(g)
-	ev := eventsNamed(journalEvents(t, dir), EventGuardLost)
+	ev := eventsNamed(journalEvents(t, dir), lease.EventGuardLost)
 	if len(ev) != 1 || ev[0]["holderId"] != g.id || !strings.Contains(ev[0]["reason"].(string), "gone") {
 		t.Fatalf("guard_lost events = %v", ev)
 	}
@@ -405,15 +393,5 @@ func assertNoStraysExcept(t *testing.T, dir, keep string) {
 		if strings.HasPrefix(e.Name(), ".") && e.Name() != keep && !strings.HasPrefix(e.Name(), ".fence-") {
 			t.Errorf("stray entry %s left in the store", e.Name())
 		}
-	}
-}
-
-func TestProcStat(t *testing.T) {
-	start, state, err := procStat(os.Getpid())
-	if err != nil || start == 0 || state == 'Z' || state == 'X' {
-		t.Errorf("procStat(self) = %d, %q, %v", start, state, err)
-	}
-	if _, _, err := procStat(deadPID(t)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("procStat(dead pid) = %v, want not exist", err)
 	}
 }

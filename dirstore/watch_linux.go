@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // removal of <kind>.json (a release or a reap) wakes the waiter. Writes are
 // not watched: a record written is a lease taken or refreshed, which frees
 // nothing, and waking every waiter on each of them makes a herd.
-func (b *fileBackend) Watch(ctx context.Context, kind string) (<-chan struct{}, error) {
+func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err

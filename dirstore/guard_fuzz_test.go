@@ -1,6 +1,6 @@
 //go:build linux
 
-package lease
+package dirstore
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/lease"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,7 @@ func FuzzGuardHolder(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		b := testFileBackend(t, dir, realClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
+		b := testBackend(t, dir, lease.WallClock{}, guardConfig{wait: time.Second, stale: DefaultGuardStale})
 
 		v := b.judgeGuard(guard)
 		if d := v.describe(); !describePattern.MatchString(d) {
@@ -169,7 +170,7 @@ func FuzzGuardHolder(f *testing.F) {
 		if gerr == nil {
 			t.Fatal("a dead guard survived its reap")
 		}
-		if len(events) != 1 || events[0].Event != EventGuardReaped || events[0].Reason == "" {
+		if len(events) != 1 || events[0].Event != lease.EventGuardReaped || events[0].Reason == "" {
 			t.Fatalf("reap journaled %+v, want one guard_reaped with a reason", events)
 		}
 		if h != nil && (events[0].Holder != h.ID || events[0].PID != h.PID) {
@@ -182,7 +183,7 @@ func FuzzGuardHolder(f *testing.F) {
 }
 
 // guardEvents reads the journal of dir; none when it does not exist.
-func guardEvents(t *testing.T, dir string) []Event {
+func guardEvents(t *testing.T, dir string) []lease.Event {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, JournalName))
 	if os.IsNotExist(err) {
@@ -191,9 +192,9 @@ func guardEvents(t *testing.T, dir string) []Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []Event
+	var events []lease.Event
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var e Event
+		var e lease.Event
 		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatalf("journal line %q: %v", line, err)
 		}

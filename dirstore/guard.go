@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/jsonfast"
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // guardConfig bounds how long a caller waits to enter a kind's critical
@@ -59,13 +60,13 @@ type guardHolder struct {
 
 // selfHolder describes this process as a guard holder.
 func selfHolder() guardHolder {
-	p := Self()
+	p := lease.Self()
 	return guardHolder{PID: p.PID, Host: p.Host, Boot: p.Boot, PIDNS: p.PIDNS, Start: p.Start}
 }
 
 // process is the holder's process identity.
-func (h *guardHolder) process() Process {
-	return Process{PID: h.PID, Host: h.Host, Boot: h.Boot, PIDNS: h.PIDNS, Start: h.Start}
+func (h *guardHolder) process() lease.Process {
+	return lease.Process{PID: h.PID, Host: h.Host, Boot: h.Boot, PIDNS: h.PIDNS, Start: h.Start}
 }
 
 // heldGuard is a guard this process has entered; lock is its holder.json,
@@ -90,7 +91,7 @@ func mkdirGuard(path string, holder []byte, perm storefile.Perm) (*holderLock, e
 	return lock, nil
 }
 
-func (b *fileBackend) guardPath(kind string) string {
+func (b *Backend) guardPath(kind string) string {
 	return filepath.Join(b.dir, ".guard-"+kind)
 }
 
@@ -98,10 +99,10 @@ func (b *fileBackend) guardPath(kind string) string {
 // atomically with its holder file already inside; if a guard exists it
 // judges whether its holder is dead, recovers it if so, and otherwise backs
 // off and retries until the guard wait bound or ctx ends.
-func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, error) {
+func (b *Backend) enterGuard(ctx context.Context, kind string) (*heldGuard, error) {
 	path := b.guardPath(kind)
 	me := selfHolder()
-	me.ID, me.Lock = RandomHex(16), true
+	me.ID, me.Lock = lease.RandomHex(16), true
 	body := me.marshal()
 	deadline := time.Now().Add(b.guard.wait)
 	backoff := 20 * time.Microsecond
@@ -138,7 +139,7 @@ func (b *fileBackend) enterGuard(ctx context.Context, kind string) (*heldGuard, 
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: %s held by %s for over %s; remove it only if that process is gone",
-				ErrGuardBusy, path, v.describe(), b.guard.wait)
+				lease.ErrGuardBusy, path, v.describe(), b.guard.wait)
 		}
 		time.Sleep(backoff/2 + rand.N(backoff))
 		backoff = min(backoff*2, 4*time.Millisecond)
@@ -179,7 +180,7 @@ func (v verdict) describe() string {
 // when the holder dies, and a holder that leaves moves its guard away
 // before it lets go of the lock. Any other holder that identifies itself
 // fully is judged by its process; the rest only by age.
-func (b *fileBackend) judgeGuard(path string) verdict {
+func (b *Backend) judgeGuard(path string) verdict {
 	hf := filepath.Join(path, holderFile)
 	f, data, err := openHolderFile(hf)
 	var h *guardHolder
@@ -259,7 +260,7 @@ func parseHolder(data []byte) *guardHolder {
 // directory's holder id is checked against the one judged; if an
 // implementation that does not take the flock swapped guards in between, it
 // is put back.
-func (b *fileBackend) reapGuard(kind, path string) error {
+func (b *Backend) reapGuard(kind, path string) error {
 	unlock, err := lockDir(b.dir)
 	if err != nil {
 		return fmt.Errorf("lease: guard %s: lock store: %w", kind, err)
@@ -272,7 +273,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 		return nil
 	}
 	guardHook("reap:judged")
-	dst := path + ".reaped-" + RandomHex(8)
+	dst := path + ".reaped-" + lease.RandomHex(8)
 	if err := renameFile(path, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -281,7 +282,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 	}
 	if !b.sameGuard(dst, v) {
 		if err := renameNoReplace(dst, path); err != nil {
-			_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
+			_ = b.Journal(context.Background(), lease.Event{Event: lease.EventGuardLost, Kind: kind, Guard: path, Reason: "guard changed while being reaped and could not be restored"})
 		}
 		return nil
 	}
@@ -289,7 +290,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 	// A holder that died inside the guard may have died inside another
 	// operation of this kind too: clear what such operations left.
 	b.sweepLocked(kind)
-	e := Event{Event: EventGuardReaped, Kind: kind, Guard: path, Reason: v.reason}
+	e := lease.Event{Event: lease.EventGuardReaped, Kind: kind, Guard: path, Reason: v.reason}
 	if v.holder != nil {
 		e.Holder, e.PID = v.holder.ID, v.holder.PID
 	}
@@ -301,7 +302,7 @@ func (b *fileBackend) reapGuard(kind, path string) error {
 // same holder id, or, for a guard judged by age, still
 // that old (a fresh guard made meanwhile by an implementation that does not
 // take the flock is younger).
-func (b *fileBackend) sameGuard(moved string, v verdict) bool {
+func (b *Backend) sameGuard(moved string, v verdict) bool {
 	if v.lock != nil {
 		return sameFile(v.lock, filepath.Join(moved, holderFile))
 	}
@@ -320,13 +321,13 @@ func (b *fileBackend) sameGuard(moved string, v verdict) bool {
 // its guard, the directory now belongs to someone else and is restored.
 // Failures are journaled, not returned: the mutation has already happened,
 // and a guard left behind is recovered once this process exits.
-func (b *fileBackend) leaveGuard(g *heldGuard) {
+func (b *Backend) leaveGuard(g *heldGuard) {
 	// The lock goes last: until the guard is moved away, a free lock
 	// would tell reapers this holder is dead.
 	defer g.lock.Close()
-	captured := g.path + ".release-" + RandomHex(8)
+	captured := g.path + ".release-" + lease.RandomHex(8)
 	if err := renameFile(g.path, captured); err != nil {
-		_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
+		_ = b.Journal(context.Background(), lease.Event{Event: lease.EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return
 	}
 	// The captured guard is this holder's exactly when its holder file is
@@ -349,7 +350,7 @@ func (b *fileBackend) leaveGuard(g *heldGuard) {
 		_ = os.RemoveAll(captured)
 		reason = "captured another holder's guard at release and could not restore it"
 	}
-	_ = b.Journal(context.Background(), Event{Event: EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
+	_ = b.Journal(context.Background(), lease.Event{Event: lease.EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: reason})
 }
 
 // guardHook, when set by a test, is called at named points of the guard

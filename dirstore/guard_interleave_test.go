@@ -1,6 +1,6 @@
 //go:build linux
 
-package lease
+package dirstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // pauseAt makes the first goroutine that reaches point in the guard code
@@ -31,16 +33,16 @@ func pauseAt(t *testing.T, point string) (reached <-chan struct{}, release func(
 	return arrived, func() { rel.Do(func() { close(resume) }) }
 }
 
-func interleaveBackend(t *testing.T) (*fileBackend, string) {
+func interleaveBackend(t *testing.T) (*Backend, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	return testFileBackend(t, dir, realClock{}, guardConfig{wait: 2 * time.Second, stale: DefaultGuardStale}), filepath.Join(dir, ".guard-k")
+	return testBackend(t, dir, lease.WallClock{}, guardConfig{wait: 2 * time.Second, stale: DefaultGuardStale}), filepath.Join(dir, ".guard-k")
 }
 
-func mustEnter(t *testing.T, b *fileBackend) *heldGuard {
+func mustEnter(t *testing.T, b *Backend) *heldGuard {
 	t.Helper()
 	g, err := b.enterGuard(context.Background(), "k")
 	if err != nil {
@@ -127,7 +129,7 @@ func TestGuardReapInterleavings(t *testing.T) {
 			}
 			b.leaveGuard(g)
 			ev := journalEvents(t, b.dir)
-			if n := len(eventsNamed(ev, EventGuardReaped)); n != 1 || len(eventsNamed(ev, EventGuardLost)) != 0 {
+			if n := len(eventsNamed(ev, lease.EventGuardReaped)); n != 1 || len(eventsNamed(ev, lease.EventGuardLost)) != 0 {
 				t.Errorf("journal %v; want exactly one guard_reaped and no guard_lost", ev)
 			}
 			assertNoStrays(t, b.dir)

@@ -1,4 +1,4 @@
-package lease
+package dirstore
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ var temporaryKinds = []string{".new-", ".reaped-", ".release-"}
 // a kind may itself look like a temporary (".guard-a.new-..." is also the
 // guard of kind "a.new-..."), and a dead guard is only ever removed under
 // that lock.
-func (b *fileBackend) Sweep(kind string) int {
+func (b *Backend) Sweep(kind string) int {
 	unlock, err := lockDir(b.dir)
 	if err != nil {
 		return 0
@@ -37,7 +37,7 @@ func (b *fileBackend) Sweep(kind string) int {
 // keeps a lock, that lock is free. Only what this implementation puts in
 // such an entry (holder.json) is removed with it: a directory holding
 // anything else is left alone.
-func (b *fileBackend) sweepLocked(kind string) int {
+func (b *Backend) sweepLocked(kind string) int {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
 		return 0
@@ -67,7 +67,7 @@ func (b *fileBackend) sweepLocked(kind string) int {
 	return removed
 }
 
-func (b *fileBackend) isTemporary(name, kind string) bool {
+func (b *Backend) isTemporary(name, kind string) bool {
 	if rest, ok := strings.CutPrefix(name, ".tmp-"); ok {
 		return kind == "" || strings.HasPrefix(rest, kind+"-")
 	}
@@ -89,7 +89,7 @@ func (b *fileBackend) isTemporary(name, kind string) bool {
 // older version of this tool, the Node tool) cannot be proven dead here,
 // and the directory may be the live guard of a kind whose name looks like
 // a temporary: it is left to the guard's own judgement and recovery.
-func (b *fileBackend) removeDeadGuardDir(dir string) bool {
+func (b *Backend) removeDeadGuardDir(dir string) bool {
 	hf := filepath.Join(dir, holderFile)
 	f, data, err := openHolderFile(hf)
 	if err == nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package lease
+package dirstore
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/lease"
 	"golang.org/x/sys/unix"
 )
 
-func openRealStore(t *testing.T, opts ...Option) *Store {
+func openRealStore(t *testing.T, opts ...lease.Option) *lease.Store {
 	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "store"), opts...)
 	if err != nil {
@@ -41,7 +42,7 @@ func TestAcquireWaitLineServesEveryWaiter(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			acq, err := s.AcquireWait(ctx, Request{Kind: "k", Owner: fmt.Sprintf("w%d", i), TTLMinutes: 10})
+			acq, err := s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: fmt.Sprintf("w%d", i), TTLMinutes: 10})
 			if err != nil {
 				got <- won{err: err}
 				return
@@ -80,7 +81,7 @@ func TestAcquireWaitLineServesEveryWaiter(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
 		t.Fatalf("wait file: %v %v", fi, err)
 	}
-	names, err := s.b.Names(context.Background())
+	names, err := s.Backend().Names(context.Background())
 	if err != nil || len(names) != 1 || names[0] != "k" {
 		t.Fatalf("Names = %v, %v; want only k", names, err)
 	}
@@ -89,7 +90,7 @@ func TestAcquireWaitLineServesEveryWaiter(t *testing.T) {
 // A free lease is taken without creating the wait file.
 func TestAcquireWaitFreeMakesNoWaitFile(t *testing.T) {
 	s := openRealStore(t)
-	if _, err := s.AcquireWait(context.Background(), Request{Kind: "k", Owner: "a", TTLMinutes: 1}); err != nil {
+	if _, err := s.AcquireWait(context.Background(), lease.Request{Kind: "k", Owner: "a", TTLMinutes: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(filepath.Join(s.Dir(), waitFileName("k"))); !errors.Is(err, os.ErrNotExist) {
@@ -108,23 +109,23 @@ func TestAcquireWaitLineCancelBehindHead(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		_, err := s.AcquireWait(ctx, Request{Kind: "k", Owner: "head", TTLMinutes: 10})
+		_, err := s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "head", TTLMinutes: 10})
 		headDone <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
 	cctx, cancel := context.WithCancel(ctx)
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := s.AcquireWait(cctx, Request{Kind: "k", Owner: "behind", TTLMinutes: 10})
+	_, err := s.AcquireWait(cctx, lease.Request{Kind: "k", Owner: "behind", TTLMinutes: 10})
 	if !errors.Is(err, context.Canceled) || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("cancelled waiter: %v after %s", err, time.Since(start))
 	}
 	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer dcancel()
 	start = time.Now()
-	_, err = s.AcquireWait(dctx, Request{Kind: "k", Owner: "behind", TTLMinutes: 10})
-	var held *HeldError
-	if !errors.As(err, &held) || !errors.Is(err, ErrTimeout) || !held.Timeout || time.Since(start) > 150*time.Millisecond {
+	_, err = s.AcquireWait(dctx, lease.Request{Kind: "k", Owner: "behind", TTLMinutes: 10})
+	var held *lease.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, lease.ErrTimeout) || !held.Timeout || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("timed-out waiter: %v after %s", err, time.Since(start))
 	}
 	if _, err := s.Release(ctx, "k", rec.Owner, rec.Token); err != nil {
@@ -144,7 +145,7 @@ func TestAcquireWaitLineCancelBehindHead(t *testing.T) {
 // the wait file's lock forever) does not keep a free lease from the
 // waiters behind it: they find it free and race for it.
 func TestAcquireWaitLineStuckHead(t *testing.T) {
-	s := openRealStore(t, WithPollInterval(20*time.Millisecond))
+	s := openRealStore(t, lease.WithPollInterval(20*time.Millisecond))
 	ctx := context.Background()
 	rec := mustAcquire(t, s, "k", "holder", 10)
 	f, err := os.OpenFile(filepath.Join(s.Dir(), waitFileName("k")), os.O_RDWR|os.O_CREATE, 0o666)
@@ -159,7 +160,7 @@ func TestAcquireWaitLineStuckHead(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := s.AcquireWait(ctx, Request{Kind: "k", Owner: "w", TTLMinutes: 10})
+		_, err := s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "w", TTLMinutes: 10})
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -204,7 +205,7 @@ func TestAcquireWaitHostileWaitFile(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				_, werr = s.AcquireWait(ctx, Request{Kind: "k", Owner: "w", TTLMinutes: 10})
+				_, werr = s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "w", TTLMinutes: 10})
 			}()
 			time.Sleep(50 * time.Millisecond)
 			start := time.Now()
@@ -233,14 +234,14 @@ func TestAbandonedWaitsLeaveNothingBehind(t *testing.T) {
 	headDone := make(chan struct{})
 	go func() {
 		defer close(headDone)
-		_, _ = s.AcquireWait(ctx, Request{Kind: "k", Owner: "head", TTLMinutes: 1})
+		_, _ = s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "head", TTLMinutes: 1})
 	}()
 	time.Sleep(50 * time.Millisecond) // the head holds the line
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 	before := fds()
 	for range 100 {
 		wctx, wcancel := context.WithTimeout(context.Background(), time.Millisecond)
-		_, _ = s.AcquireWait(wctx, Request{Kind: "k", Owner: "w", TTLMinutes: 1})
+		_, _ = s.AcquireWait(wctx, lease.Request{Kind: "k", Owner: "w", TTLMinutes: 1})
 		wcancel()
 	}
 	time.Sleep(50 * time.Millisecond) // let the abandoned tries notice

@@ -118,7 +118,7 @@ func TestWatchEntryWakesTheFrontOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.PoolState(cfg)
+	st, err := b.PoolBackend(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ const (
 // grantTTL is how long a grant document is kept for its claim.
 const grantTTL = 24 * time.Hour
 
-// PoolState implements [pool.StateProvider]: the pool's queue, statistics,
+// PoolBackend implements [pool.BackendProvider]: the pool's queue, statistics,
 // grants, log and nudges as keys under the store's prefix, its waiters
 // woken by watches.
 //
@@ -62,22 +62,22 @@ const grantTTL = 24 * time.Hour
 // them. Each change of the queue is one transaction that compares the mod
 // revisions of the entries it changes or deletes and creates new ones only
 // if absent, so no lock is needed.
-func (b *Backend) PoolState(cfg *pool.Config) (pool.State, error) {
+func (b *Backend) PoolBackend(cfg *pool.Config) (pool.Backend, error) {
 	if err := checkKind(cfg.Name); err != nil {
 		return nil, err
 	}
-	return &poolState{b: b, prefix: b.loc.Prefix + poolsDir + cfg.Name + "/", stale: cfg.WaiterStale,
+	return &poolBackend{b: b, prefix: b.loc.Prefix + poolsDir + cfg.Name + "/", stale: cfg.WaiterStale,
 		where: b.loc.String() + poolsDir + cfg.Name}, nil
 }
 
-type poolState struct {
+type poolBackend struct {
 	b      *Backend
 	prefix string
 	stale  time.Duration
 	where  string
 }
 
-func (s *poolState) Where() string { return s.where }
+func (s *poolBackend) Where() string { return s.where }
 
 // queued is one queue key as read.
 type queued struct {
@@ -87,7 +87,7 @@ type queued struct {
 }
 
 // readQueue reads the queue's keys in commit order.
-func (s *poolState) readQueue(ctx context.Context) ([]queued, error) {
+func (s *poolBackend) readQueue(ctx context.Context) ([]queued, error) {
 	var resp *clientv3.GetResponse
 	err := s.b.request(ctx, "read the queue", func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+queueDir, clientv3.WithPrefix(),
@@ -111,7 +111,7 @@ func (s *poolState) readQueue(ctx context.Context) ([]queued, error) {
 	return out, nil
 }
 
-func (s *poolState) Queue(ctx context.Context) ([]pool.Entry, int, error) {
+func (s *poolBackend) Queue(ctx context.Context) ([]pool.Entry, int, error) {
 	qs, err := s.readQueue(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -138,7 +138,7 @@ const maxQueueAttempts = 64
 // are deleted too. On a conflict fn runs again on the queue as it is then.
 // Entries of silent waiters are deleted by the cluster, so dropped is
 // always empty.
-func (s *poolState) UpdateQueue(ctx context.Context, _ string, fn func([]pool.Entry) ([]pool.Entry, error)) ([]pool.Entry, error) {
+func (s *poolBackend) UpdateQueue(ctx context.Context, _ string, fn func([]pool.Entry) ([]pool.Entry, error)) ([]pool.Entry, error) {
 	fresh := map[string]clientv3.LeaseID{} // leases granted for new entries, kept across attempts
 	defer func() {
 		for _, id := range fresh {
@@ -248,11 +248,11 @@ func (s *poolState) UpdateQueue(ctx context.Context, _ string, fn func([]pool.En
 
 // entryTTL is the etcd lease TTL of a queue entry: waiterStaleMs in whole
 // seconds, rounded up.
-func (s *poolState) entryTTL() int64 {
+func (s *poolBackend) entryTTL() int64 {
 	return max(1, int64(math.Ceil(s.stale.Seconds())))
 }
 
-func (s *poolState) grant(ctx context.Context, secs int64) (clientv3.LeaseID, error) {
+func (s *poolBackend) grant(ctx context.Context, secs int64) (clientv3.LeaseID, error) {
 	var id clientv3.LeaseID
 	err := s.b.request(ctx, "grant an etcd lease", func(ctx context.Context) error {
 		resp, err := s.b.cli.Grant(ctx, secs)
@@ -264,7 +264,7 @@ func (s *poolState) grant(ctx context.Context, secs int64) (clientv3.LeaseID, er
 	return id, err
 }
 
-func (s *poolState) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
+func (s *poolBackend) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
 	return s.b.request(ctx, "keep a queue entry alive", func(ctx context.Context) error {
 		_, err := s.b.cli.KeepAliveOnce(ctx, id)
 		return err
@@ -275,7 +275,7 @@ type statsDoc struct {
 	DurationsMs []float64 `json:"durationsMs"`
 }
 
-func (s *poolState) stats(ctx context.Context) (statsDoc, int64, error) {
+func (s *poolBackend) stats(ctx context.Context) (statsDoc, int64, error) {
 	st := statsDoc{DurationsMs: []float64{}}
 	var resp *clientv3.GetResponse
 	err := s.b.request(ctx, "read the statistics", func(ctx context.Context) (err error) {
@@ -295,12 +295,12 @@ func (s *poolState) stats(ctx context.Context) (statsDoc, int64, error) {
 	return st, resp.Kvs[0].ModRevision, nil
 }
 
-func (s *poolState) Holds(ctx context.Context) ([]float64, error) {
+func (s *poolBackend) Holds(ctx context.Context) ([]float64, error) {
 	st, _, err := s.stats(ctx)
 	return st.DurationsMs, err
 }
 
-func (s *poolState) AddHold(ctx context.Context, _ string, ms float64, keep int) error {
+func (s *poolBackend) AddHold(ctx context.Context, _ string, ms float64, keep int) error {
 	key := s.prefix + statsName
 	for attempt := 1; ; attempt++ {
 		st, rev, err := s.stats(ctx)
@@ -331,7 +331,7 @@ func (s *poolState) AddHold(ctx context.Context, _ string, ms float64, keep int)
 	}
 }
 
-func (s *poolState) PutGrant(ctx context.Context, id string, doc []byte) error {
+func (s *poolBackend) PutGrant(ctx context.Context, id string, doc []byte) error {
 	if err := pool.CheckRequestID(id); err != nil {
 		return err
 	}
@@ -349,7 +349,7 @@ func (s *poolState) PutGrant(ctx context.Context, id string, doc []byte) error {
 	return err
 }
 
-func (s *poolState) Grant(ctx context.Context, id string) ([]byte, error) {
+func (s *poolBackend) Grant(ctx context.Context, id string) ([]byte, error) {
 	if err := pool.CheckRequestID(id); err != nil {
 		return nil, err
 	}
@@ -366,17 +366,17 @@ func (s *poolState) Grant(ctx context.Context, id string) ([]byte, error) {
 
 // SweepGrants does nothing: a grant's key is bound to an etcd lease of
 // 24 h, and the cluster deletes it then.
-func (s *poolState) SweepGrants(context.Context, time.Duration) {}
+func (s *poolBackend) SweepGrants(context.Context, time.Duration) {}
 
-func (s *poolState) AppendLog(ctx context.Context, line []byte) error {
+func (s *poolBackend) AppendLog(ctx context.Context, line []byte) error {
 	return s.b.appendLine(ctx, "log", s.prefix+logDir, line, keepLog)
 }
 
-func (s *poolState) AppendNudge(ctx context.Context, line []byte) error {
+func (s *poolBackend) AppendNudge(ctx context.Context, line []byte) error {
 	return s.b.appendLine(ctx, "nudge", s.prefix+nudgesDir, line, keepNudges)
 }
 
-func (s *poolState) Log(ctx context.Context) ([][]byte, error) {
+func (s *poolBackend) Log(ctx context.Context) ([][]byte, error) {
 	var resp *clientv3.GetResponse
 	err := s.b.request(ctx, "read the log", func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+logDir, clientv3.WithPrefix(),
@@ -454,7 +454,7 @@ func (b *Backend) prune(ctx context.Context, dir string, keep int64) {
 // deletes its liveness key) while it listens, Queue when an entry joins or
 // leaves the queue (not at every heartbeat). Both get a value after a
 // watch had to be re-established.
-func (s *poolState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
+func (s *poolBackend) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
 	return s.watch(ctx, slotKinds)
 }
 
@@ -463,8 +463,8 @@ func (s *poolState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups
 // just ahead of its own, never the whole queue (a watch of every change
 // sent each heartbeat, and then each departure, to every waiter: with 100
 // waiters, 100 events for each), and the slots only once the waiter
-// listens to them (see [poolState.followAhead]).
-func (s *poolState) WatchEntry(ctx context.Context, id string, slotKinds []string) (pool.Wakeups, func()) {
+// listens to them (see [poolBackend.followAhead]).
+func (s *poolBackend) WatchEntry(ctx context.Context, id string, slotKinds []string) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	var listening atomic.Bool
@@ -507,7 +507,7 @@ func (s *poolState) WatchEntry(ctx context.Context, id string, slotKinds []strin
 // ahead of it leave when their own turn comes, so a waiter is woken about
 // once on its way to the front: a departure at the head, a heartbeat, an
 // entry joining behind it, none of them reaches it.
-func (s *poolState) followAhead(ctx context.Context, id string, nslots int, queue chan struct{}) {
+func (s *poolBackend) followAhead(ctx context.Context, id string, nslots int, queue chan struct{}) {
 	dir := s.prefix + queueDir
 	me := dir + id
 	front := nslots + pool.FrontMargin
@@ -574,7 +574,7 @@ func (s *poolState) followAhead(ctx context.Context, id string, nslots int, queu
 // followSlots signals slots when one of the slots' keys is deleted while
 // listening is set, and after the watch had to be re-established. It
 // returns once the cluster has confirmed the watch.
-func (s *poolState) followSlots(ctx context.Context, slotKinds []string, listening *atomic.Bool, slots chan struct{}) error {
+func (s *poolBackend) followSlots(ctx context.Context, slotKinds []string, listening *atomic.Bool, slots chan struct{}) error {
 	kinds := make(map[string]bool, len(slotKinds))
 	for _, k := range slotKinds {
 		kinds[k] = true
@@ -594,7 +594,7 @@ func (s *poolState) followSlots(ctx context.Context, slotKinds []string, listeni
 	})
 }
 
-func (s *poolState) watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
+func (s *poolBackend) watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
 	listening := new(atomic.Bool)
 	listening.Store(true)

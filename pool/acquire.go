@@ -209,10 +209,10 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			}
 			if !watching && !noWait { // not granted, and waiting: from now on, woken
 				var stop func()
-				if ew, ok := p.state.(entryWatcher); ok {
+				if ew, ok := p.backend.(entryWatcher); ok {
 					wake, stop = ew.WatchEntry(ctx, e.ID, p.slotKinds())
 				} else {
-					wake, stop = p.state.Watch(ctx, p.slotKinds())
+					wake, stop = p.backend.Watch(ctx, p.slotKinds())
 				}
 				wake.stop, watching = stop, true
 				continue // attempt again: a release before the watch began is not missed
@@ -467,7 +467,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	}
 	if errors.Is(err, ErrQuarantined) {
 		// The claim must say why, not "unknown request, request again".
-		_ = p.putGrant(ctx, requestID, failureRecord{State: StateQuarantined, RequestID: requestID, ReqIDSnk: requestID,
+		_ = p.putGrant(ctx, requestID, failureRecord{State: GrantQuarantined, RequestID: requestID, ReqIDSnk: requestID,
 			Error: err.Error(), At: p.stamp()})
 	}
 	return g, err

@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// State is where a pool keeps everything that is not a slot lease: its
+// Backend is where a pool keeps everything that is not a slot lease: its
 // queue of waiters, the hold times behind its ETAs, the grant documents of
 // async requests, its nudges and its log, and the wake-ups of its waiters.
 // The slot leases themselves live in the [lease.Store] under the pool, so
-// a State goes with the store's backend: files in <store>/<name>/ for a
+// a Backend goes with the store's backend: files in <store>/<name>/ for a
 // directory store (docs/PROTOCOL.md §6), keys under the store's prefix on
 // etcd (§8.4). Everything above it (acquire, claim, release, pump, status)
 // is the same code on both.
@@ -17,7 +17,7 @@ import (
 // Methods that fail with an error matching lease.ErrUnavailable could not
 // reach the place the state is kept; the others' errors are the state's
 // own.
-type State interface {
+type Backend interface {
 	// Where names the state for people (status prints it as "dir").
 	Where() string
 
@@ -65,11 +65,11 @@ type State interface {
 	Watch(ctx context.Context, slotKinds []string) (w Wakeups, stop func())
 }
 
-// StateProvider is implemented by lease backends that keep pools' state
+// BackendProvider is implemented by lease backends that keep pools' state
 // too (package etcdstore's). [Open] finds it on the store's backend.
-type StateProvider interface {
-	// PoolState returns the state of the pool cfg describes.
-	PoolState(cfg *Config) (State, error)
+type BackendProvider interface {
+	// PoolBackend returns the state of the pool cfg describes.
+	PoolBackend(cfg *Config) (Backend, error)
 }
 
 // Wakeups are the channels of a waiter's watch. Slots receives a value

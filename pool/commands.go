@@ -40,10 +40,10 @@ func (p *Pool) run(ctx context.Context, action provision.Action, s *Slot, script
 	if script == "" {
 		return nil
 	}
-	return p.runner(ctx, action, s, script)
+	return p.scriptRunner(ctx, action, s, script)
 }
 
-// runShell is the default Runner: the script runs in-process in the pool's
+// runShell is the default ScriptRunner: the script runs in-process in the pool's
 // working directory, with the slot id as its last argument and its output
 // on the pool's log (the CLI's stderr); a failure keeps the end of that
 // output (see failureOutput).
@@ -164,7 +164,7 @@ func (p *Pool) deliverNudge(ctx context.Context, n Nudge) {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 		return
 	}
-	if err := p.state.AppendNudge(context.WithoutCancel(ctx), line); err != nil {
+	if err := p.backend.AppendNudge(context.WithoutCancel(ctx), line); err != nil {
 		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
 	}
 	if p.cmds.nudge == "" {

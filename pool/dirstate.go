@@ -16,7 +16,7 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 )
 
-// dirState is a pool's [State] on a directory store: the files of
+// dirState is a pool's [Backend] on a directory store: the files of
 // <store>/<name>/ (docs/PROTOCOL.md §6), shared with the Node tool. The
 // queue and the statistics are JSON documents replaced by rename under
 // the queue lock (a lease of the pool's queueLockKind); grants are one

@@ -46,9 +46,9 @@ var (
 	ErrGranted = errors.New("pool: granted")
 )
 
-// StateProvisioning is the state of a request that has left the queue
+// GrantProvisioning is the state of a request that has left the queue
 // with a slot whose grant is still being prepared (claim prints it too).
-const StateProvisioning = "provisioning"
+const GrantProvisioning = "provisioning"
 
 // GrantedError is a plumbing step, or a waiter, named a request that is
 // no longer queued because it was granted a slot.
@@ -56,15 +56,15 @@ type GrantedError struct {
 	RequestID string
 	// Slot is the slot's id as the grant file (or the pool file) has it.
 	Slot json.RawMessage
-	// State is StateReady (the grant file is written) or
-	// StateProvisioning.
+	// State is GrantReady (the grant file is written) or
+	// GrantProvisioning.
 	State string
 }
 
 func (e *GrantedError) Error() string {
 	var id any
 	_ = json.Unmarshal(e.Slot, &id)
-	if e.State == StateProvisioning {
+	if e.State == GrantProvisioning {
 		return fmt.Sprintf("%v: request %s was granted slot %v, which is being provisioned, and is no longer queued; claim fetches its grant once ready",
 			ErrGranted, e.RequestID, id)
 	}

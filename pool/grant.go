@@ -13,14 +13,14 @@ import (
 
 // Grant states, as written in grant files and printed by claim.
 const (
-	StateReady          = "ready"
-	StateResetFailed    = "reset_failed"
-	StateHealthFailed   = "health_failed"
-	StateLeaseLostReset = "lease_lost_during_reset"
-	StateLeaseLost      = "lease_lost"
-	// StateQuarantined is the grant file of an async request whose waiter
+	GrantReady          = "ready"
+	GrantResetFailed    = "reset_failed"
+	GrantHealthFailed   = "health_failed"
+	GrantLeaseLostReset = "lease_lost_during_reset"
+	GrantLeaseLost      = "lease_lost"
+	// GrantQuarantined is the grant file of an async request whose waiter
 	// gave up because every slot is quarantined.
-	StateQuarantined     = "quarantined"
+	GrantQuarantined     = "quarantined"
 	stateResetFailedLog  = "grant_reset_failed"
 	stateHealthFailedLog = "grant_health_failed"
 )
@@ -69,7 +69,7 @@ func (g *Grant) MarshalJSON() ([]byte, error) {
 	}
 	fields["request_id"], fields["slot_id"], fields["attrs"] = fields["requestId"], fields["slot"], fields["attributes"]
 	return marshalOrdered(fields, []string{"ok", "state"}, map[string]json.RawMessage{
-		"ok": json.RawMessage("true"), "state": json.RawMessage(`"` + StateReady + `"`),
+		"ok": json.RawMessage("true"), "state": json.RawMessage(`"` + GrantReady + `"`),
 	})
 }
 
@@ -230,7 +230,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset", err, false)
+		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, "grant_lease_lost_during_reset", err, false)
 	case err != nil && ctx.Err() != nil:
 		// The waiter was cancelled mid-provision: give the slot back.
 		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); rerr != nil {
@@ -238,9 +238,9 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		}
 		return nil, ctx.Err()
 	case stage == provision.ActionProvision:
-		return nil, fail(ErrProvisionFailed, StateResetFailed, stateResetFailedLog, err, true)
+		return nil, fail(ErrProvisionFailed, GrantResetFailed, stateResetFailedLog, err, true)
 	case stage == provision.ActionHealth:
-		return nil, fail(ErrHealthFailed, StateHealthFailed, stateHealthFailedLog, err, true)
+		return nil, fail(ErrHealthFailed, GrantHealthFailed, stateHealthFailedLog, err, true)
 	case err != nil:
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	// slot may be someone else's: never hand out a grant without its lease.
 	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil || st.State != lease.Held || st.Record.Token != rec.Token {
-		return nil, fail(ErrLeaseLost, StateLeaseLostReset, "grant_lease_lost_during_reset",
+		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, "grant_lease_lost_during_reset",
 			fmt.Errorf("the lease lapsed while the slot was prepared (ttl %v min); raise the ttl", p.ttl), false)
 	}
 	env, fields, err := p.cfg.grantParts(s)

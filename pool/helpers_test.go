@@ -132,8 +132,8 @@ func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
 		t.Fatalf("lease.Open: %v", err)
 	}
 	fr := &fakeRunner{}
-	if opts.Runner == nil {
-		opts.Runner = fr.run
+	if opts.ScriptRunner == nil {
+		opts.ScriptRunner = fr.run
 	}
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
@@ -163,8 +163,8 @@ func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if opts.Runner == nil {
-		opts.Runner = (&fakeRunner{}).run
+	if opts.ScriptRunner == nil {
+		opts.ScriptRunner = (&fakeRunner{}).run
 	}
 	p, err := Open(st, cfg, opts)
 	if err != nil {
@@ -260,7 +260,7 @@ func grantFiles(t *testing.T, dir string) []string {
 
 // dirState is the pool's directory state (every test here but the
 // conformance suite runs on a directory store).
-func (p *Pool) dirState() *dirState { return p.state.(*dirState) }
+func (p *Pool) dirState() *dirState { return p.backend.(*dirState) }
 
 // readQueue returns every entry of queue.json, live or silent.
 func (p *Pool) readQueue() []Entry { return p.dirState().entries() }

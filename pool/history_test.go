@@ -175,7 +175,7 @@ func TestHistoryClockSkew(t *testing.T) {
 		`{"at":"` + at(2*time.Minute) + `","event":"granted","slot_id":1,"owner":"b"}`,
 		`{"at":"` + at(7*time.Minute) + `","event":"released","slot_id":1,"owner":"b"}`,
 	} {
-		if err := tp.state.AppendLog(ctx, []byte(l)); err != nil {
+		if err := tp.backend.AppendLog(ctx, []byte(l)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -123,12 +123,12 @@ func (p *Pool) checkGrant(ctx context.Context, requestID string, g map[string]js
 		slotRaw = g["slot"]
 	}
 	switch state {
-	case StateReady:
-	case StateResetFailed:
+	case GrantReady:
+	case GrantResetFailed:
 		return nil, &ClaimError{Err: ErrProvisionFailed, State: state, Slot: slotRaw, Note: errText}
-	case StateHealthFailed:
+	case GrantHealthFailed:
 		return nil, &ClaimError{Err: ErrHealthFailed, State: state, Slot: slotRaw, Note: errText}
-	case StateQuarantined:
+	case GrantQuarantined:
 		return nil, &ClaimError{Err: ErrQuarantined, State: state, Slot: slotRaw, Note: errText}
 	default:
 		return nil, &ClaimError{Err: ErrLeaseLost, State: state, Slot: slotRaw, Note: errText}
@@ -137,14 +137,14 @@ func (p *Pool) checkGrant(ctx context.Context, requestID string, g map[string]js
 	_ = json.Unmarshal(slotRaw, &id)
 	s, err := p.cfg.SlotByID(fmt.Sprint(id))
 	if err != nil {
-		return nil, &ClaimError{Err: ErrLeaseLost, State: StateLeaseLost, Slot: slotRaw, Note: "the granted slot is no longer in this pool; request again"}
+		return nil, &ClaimError{Err: ErrLeaseLost, State: GrantLeaseLost, Slot: slotRaw, Note: "the granted slot is no longer in this pool; request again"}
 	}
 	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil {
 		return nil, err
 	}
 	if st.State != lease.Held || st.Record.Token != token {
-		return nil, &ClaimError{Err: ErrLeaseLost, State: StateLeaseLost, Slot: slotRaw,
+		return nil, &ClaimError{Err: ErrLeaseLost, State: GrantLeaseLost, Slot: slotRaw,
 			Note: fmt.Sprintf("the lease of slot %s expired or was taken over before the claim; request again", s.ID)}
 	}
 	return &Claim{Grant: g}, nil
@@ -208,7 +208,7 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 // recordHold appends a hold time to the statistics, keeping the last
 // movingAvgWindow.
 func (p *Pool) recordHold(ctx context.Context, owner string, held time.Duration) {
-	if err := p.state.AddHold(ctx, owner, float64(held.Milliseconds()), movingAvgWindow); err != nil {
+	if err := p.backend.AddHold(ctx, owner, float64(held.Milliseconds()), movingAvgWindow); err != nil {
 		fmt.Fprintf(p.log, "pool: recording the hold time: %v\n", err)
 	}
 }
@@ -249,9 +249,9 @@ func (p *Pool) resetAndCheck(ctx context.Context, s *Slot, rec *lease.Record) er
 	case err == nil, errors.Is(err, ErrLeaseLost), ctx.Err() != nil:
 		return err
 	case stage == provision.ActionReset:
-		return &SlotError{Err: ErrProvisionFailed, Slot: s, State: StateResetFailed, Cause: err}
+		return &SlotError{Err: ErrProvisionFailed, Slot: s, State: GrantResetFailed, Cause: err}
 	case stage == provision.ActionHealth:
-		return &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
+		return &SlotError{Err: ErrHealthFailed, Slot: s, State: GrantHealthFailed, Cause: err}
 	}
 	return err
 }
@@ -311,7 +311,7 @@ func (p *Pool) Health(ctx context.Context, slotID string) (*Slot, bool, error) {
 		if ctx.Err() != nil {
 			return s, true, err
 		}
-		return s, true, &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
+		return s, true, &SlotError{Err: ErrHealthFailed, Slot: s, State: GrantHealthFailed, Cause: err}
 	}
 	return s, true, nil
 }

@@ -51,9 +51,9 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 		}
 	}
 	_, err = tp.HeartbeatEntry(ctx, q.RequestID, "ci-alice")
-	want("heartbeat while provisioning", err, StateProvisioning)
+	want("heartbeat while provisioning", err, GrantProvisioning)
 	_, err = tp.TryGrant(ctx, q.RequestID, "ci-alice")
-	want("try-grant while provisioning", err, StateProvisioning)
+	want("try-grant while provisioning", err, GrantProvisioning)
 	// The lease of the slot being provisioned names the owner.
 	if _, err := tp.HeartbeatEntry(ctx, q.RequestID, "ci-mallory"); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("another owner's heartbeat while provisioning = %v, want ErrNotOwner", err)
@@ -66,9 +66,9 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 		t.Fatalf("the grant: %v", err)
 	}
 	_, err = tp.HeartbeatEntry(ctx, q.RequestID, "ci-alice")
-	want("heartbeat once granted", err, StateReady)
+	want("heartbeat once granted", err, GrantReady)
 	_, err = tp.Wait(ctx, q.RequestID, "ci-alice", 0)
-	want("waiter once granted", err, StateReady)
+	want("waiter once granted", err, GrantReady)
 	if err := tp.Withdraw(ctx, q.RequestID, "ci-alice"); err != nil {
 		t.Errorf("the owner's withdraw of a granted request = %v, want nil (nothing to withdraw)", err)
 	}
@@ -99,11 +99,11 @@ func TestFailedGrantIsReportedAsClaimed(t *testing.T) {
 	for _, owner := range []string{"ci-alice", "ci-mallory"} {
 		_, err := tp.HeartbeatEntry(ctx, q.RequestID, owner)
 		var ce *ClaimError
-		if !errors.As(err, &ce) || ce.State != StateResetFailed || !errors.Is(err, ErrProvisionFailed) {
-			t.Errorf("heartbeat by %s of a request whose grant failed = %v, want %s", owner, err, StateResetFailed)
+		if !errors.As(err, &ce) || ce.State != GrantResetFailed || !errors.Is(err, ErrProvisionFailed) {
+			t.Errorf("heartbeat by %s of a request whose grant failed = %v, want %s", owner, err, GrantResetFailed)
 		}
-		if _, err := tp.TryGrant(ctx, q.RequestID, owner); !errors.As(err, &ce) || ce.State != StateResetFailed {
-			t.Errorf("try-grant by %s of a request whose grant failed = %v, want %s", owner, err, StateResetFailed)
+		if _, err := tp.TryGrant(ctx, q.RequestID, owner); !errors.As(err, &ce) || ce.State != GrantResetFailed {
+			t.Errorf("try-grant by %s of a request whose grant failed = %v, want %s", owner, err, GrantResetFailed)
 		}
 	}
 	// A request nobody knows is still lost.
@@ -135,7 +135,7 @@ func TestOwnerFenceAndExactOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fenced, err := Open(st, cfg, Options{Runner: tp.runner.run})
+	fenced, err := Open(st, cfg, Options{ScriptRunner: tp.runner.run})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func (p *Pool) findGranted(ctx context.Context, id string) (found, error) {
 		}
 		if doc == nil {
 			slot, _ := json.Marshal(s.RawID)
-			return found{holder: holder, left: &GrantedError{RequestID: id, Slot: slot, State: StateProvisioning}}, nil
+			return found{holder: holder, left: &GrantedError{RequestID: id, Slot: slot, State: GrantProvisioning}}, nil
 		}
 	}
 	var state, holder string
@@ -181,7 +181,7 @@ func (p *Pool) findGranted(ctx context.Context, id string) (found, error) {
 	if slot == nil {
 		slot = doc["slot"]
 	}
-	if state == StateReady {
+	if state == GrantReady {
 		return found{holder: holder, left: &GrantedError{RequestID: id, Slot: slot, State: state}}, nil
 	}
 	_, failed := p.checkGrant(ctx, id, doc) // a failure record: no store access

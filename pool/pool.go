@@ -20,9 +20,9 @@ import (
 // within milliseconds of a release; the poll covers missed events.
 const DefaultPoll = 5 * time.Second
 
-// Runner runs one provision, reset or health command for a slot. The
+// ScriptRunner runs one provision, reset or health command for a slot. The
 // default runs script in-process with package provision; tests inject fakes.
-type Runner func(ctx context.Context, action provision.Action, slot *Slot, script string) error
+type ScriptRunner func(ctx context.Context, action provision.Action, slot *Slot, script string) error
 
 // Options tune a [Pool]. Zero values keep the pool file's settings.
 type Options struct {
@@ -34,8 +34,8 @@ type Options struct {
 	// Provision, Reset, Health and NudgeCommand override the pool file's
 	// commands (the CLI resolves flags and environment into them).
 	Provision, Reset, Health, NudgeCommand string
-	// Runner replaces the in-process shell runner.
-	Runner Runner
+	// ScriptRunner replaces the in-process shell runner.
+	ScriptRunner ScriptRunner
 	// Notify replaces the default nudge delivery (nudges.jsonl plus the
 	// nudge command).
 	Notify func(ctx context.Context, n Nudge)
@@ -43,21 +43,21 @@ type Options struct {
 	Log io.Writer
 	// Env is the base environment of commands; nil means os.Environ().
 	Env []string
-	// State replaces the state the store's backend keeps for the pool
-	// (see [State]).
-	State State
+	// Backend replaces the state the store's backend keeps for the pool
+	// (see [Backend]).
+	Backend Backend
 }
 
 // Pool is one pool of slots over a lease store.
 type Pool struct {
 	store  *lease.Store
-	state  State
+	backend  Backend
 	cfg    *Config
 	dir    string // "" when the state is not a directory
 	ttl    float64
 	poll   time.Duration
 	cmds   commands
-	runner Runner
+	scriptRunner ScriptRunner
 	notify func(context.Context, Nudge)
 	log    io.Writer
 	env    []string
@@ -124,26 +124,26 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 			return nil, fmt.Errorf("%w: the %s command %q: %v", ErrConfig, c.name, c.script, err)
 		}
 	}
-	p.runner = opts.Runner
-	if p.runner == nil {
-		p.runner = p.runShell
+	p.scriptRunner = opts.ScriptRunner
+	if p.scriptRunner == nil {
+		p.scriptRunner = p.runShell
 	}
 	p.notify = opts.Notify
 	if p.notify == nil {
 		p.notify = p.deliverNudge
 	}
-	switch sp, ok := store.Backend().(StateProvider); {
-	case opts.State != nil:
-		p.state = opts.State
+	switch sp, ok := store.Backend().(BackendProvider); {
+	case opts.Backend != nil:
+		p.backend = opts.Backend
 	case store.Dir() != "":
 		p.dir = filepath.Join(store.Dir(), cfg.Name)
-		p.state = &dirState{p: p, dir: p.dir}
+		p.backend = &dirState{p: p, dir: p.dir}
 	case ok:
-		st, err := sp.PoolState(cfg)
+		st, err := sp.PoolBackend(cfg)
 		if err != nil {
 			return nil, err
 		}
-		p.state = st
+		p.backend = st
 	default:
 		return nil, fmt.Errorf("%w: the store %s keeps no pools: it is neither a directory nor a backend with pool state", ErrConfig, store.Where())
 	}
@@ -159,7 +159,7 @@ func (p *Pool) Dir() string { return p.dir }
 
 // Where names the place the pool's state is kept: its directory, or a
 // URL under the store's.
-func (p *Pool) Where() string { return p.state.Where() }
+func (p *Pool) Where() string { return p.backend.Where() }
 
 // Store is the lease store under the pool.
 func (p *Pool) Store() *lease.Store { return p.store }

@@ -220,8 +220,8 @@ func TestAcquireCommandFailures(t *testing.T) {
 		event     string
 		wantCalls []provision.Action
 	}{
-		{"provision fails", provision.ActionProvision, ErrProvisionFailed, StateResetFailed, "grant_reset_failed", []provision.Action{provision.ActionProvision}},
-		{"health fails", provision.ActionHealth, ErrHealthFailed, StateHealthFailed, "grant_health_failed", []provision.Action{provision.ActionProvision, provision.ActionHealth}},
+		{"provision fails", provision.ActionProvision, ErrProvisionFailed, GrantResetFailed, "grant_reset_failed", []provision.Action{provision.ActionProvision}},
+		{"health fails", provision.ActionHealth, ErrHealthFailed, GrantHealthFailed, "grant_health_failed", []provision.Action{provision.ActionProvision, provision.ActionHealth}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,7 +311,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tp *testPool
 			fr := &fakeRunner{}
-			tp = newTestPool(t, oneSlotPool, Options{TTLMinutes: tc.ttl, Runner: fr.run})
+			tp = newTestPool(t, oneSlotPool, Options{TTLMinutes: tc.ttl, ScriptRunner: fr.run})
 			tp.runner = fr
 			fr.SetFail(func(ctx context.Context, c call) error {
 				if c.Action == provision.ActionProvision {
@@ -324,7 +324,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 				t.Fatalf("Acquire = %+v, %v; want ErrLeaseLost and no grant", g, err)
 			}
 			var se *SlotError
-			if !errors.As(err, &se) || se.State != StateLeaseLostReset {
+			if !errors.As(err, &se) || se.State != GrantLeaseLostReset {
 				t.Errorf("slot error = %+v", se)
 			}
 			files := grantFiles(t, tp.Dir())
@@ -333,7 +333,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 			}
 			var f map[string]any
 			readJSONFile(t, files[0], &f)
-			if f["state"] != StateLeaseLostReset || f["ok"] != false || f["token"] != nil {
+			if f["state"] != GrantLeaseLostReset || f["ok"] != false || f["token"] != nil {
 				t.Errorf("grant file = %v", f)
 			}
 			if ev := eventsNamed(logEvents(t, tp.Dir()), "grant_lease_lost_during_reset"); len(ev) != 1 {
@@ -604,7 +604,7 @@ func TestReset(t *testing.T) {
 		})
 		_, err := tp.Reset(ctx, "1", "ci-main", g.Token)
 		var se *SlotError
-		if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &se) || se.State != StateResetFailed || !errors.Is(se.Cause, errBoom) {
+		if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &se) || se.State != GrantResetFailed || !errors.Is(se.Cause, errBoom) {
 			t.Errorf("Reset = %v", err)
 		}
 	})
@@ -1012,7 +1012,7 @@ func TestRequestWaitClaim(t *testing.T) {
 	var token, state string
 	_ = json.Unmarshal(c.Grant["token"], &token)
 	_ = json.Unmarshal(c.Grant["state"], &state)
-	if token != g.Token || state != StateReady {
+	if token != g.Token || state != GrantReady {
 		t.Errorf("claimed grant token %q state %q", token, state)
 	}
 
@@ -1020,7 +1020,7 @@ func TestRequestWaitClaim(t *testing.T) {
 		tp.clock.Advance(31 * time.Minute)
 		_, err := tp.Claim(ctx, q.RequestID, "agent-7")
 		var ce *ClaimError
-		if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != StateLeaseLost || string(ce.Slot) != "1" {
+		if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != GrantLeaseLost || string(ce.Slot) != "1" {
 			t.Errorf("Claim = %v (%+v), want ErrLeaseLost with state lease_lost", err, ce)
 		}
 	})
@@ -1049,7 +1049,7 @@ func TestClaimAfterRelease(t *testing.T) {
 	}
 	_, err = tp.Claim(ctx, q.RequestID, "agent-7")
 	var ce *ClaimError
-	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != StateLeaseLost {
+	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != GrantLeaseLost {
 		t.Errorf("Claim after release = %v", err)
 	}
 	t.Run("slot held again by someone else", func(t *testing.T) {
@@ -1079,7 +1079,7 @@ func TestClaimFailedGrant(t *testing.T) {
 	}
 	_, err = tp.Claim(ctx, q.RequestID, "agent-7")
 	var ce *ClaimError
-	if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &ce) || ce.State != StateResetFailed || !strings.Contains(ce.Note, "boom") {
+	if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &ce) || ce.State != GrantResetFailed || !strings.Contains(ce.Note, "boom") {
 		t.Errorf("Claim = %v (%+v)", err, ce)
 	}
 }
@@ -1285,7 +1285,7 @@ func TestFutureEntryIsStale(t *testing.T) {
 func TestClaimWhileProvisioning(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	tp := newTestPool(t, oneSlotPool, Options{Runner: func(ctx context.Context, a provision.Action, s *Slot, script string) error {
+	tp := newTestPool(t, oneSlotPool, Options{ScriptRunner: func(ctx context.Context, a provision.Action, s *Slot, script string) error {
 		if a == provision.ActionProvision {
 			started <- struct{}{}
 			<-release

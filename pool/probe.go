@@ -95,7 +95,7 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 		p.logEvent(ctx, "slot_probe_ok", map[string]any{"slot_id": s.RawID, "owner": owner})
 		return Probed{Slot: s.RawID, OK: true}, true
 	}
-	serr := &SlotError{Err: ErrHealthFailed, Slot: s, State: StateHealthFailed, Cause: err}
+	serr := &SlotError{Err: ErrHealthFailed, Slot: s, State: GrantHealthFailed, Cause: err}
 	fields := map[string]any{"slot_id": s.RawID, "owner": owner, "error": serr.Error()}
 	if o := failureOutput(err); o != "" {
 		fields["output"] = o
@@ -112,7 +112,7 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 // lastEvent returns the time of the log's last event named event, and
 // whether there is one.
 func (p *Pool) lastEvent(ctx context.Context, event string) (time.Time, bool, error) {
-	lines, err := p.state.Log(ctx)
+	lines, err := p.backend.Log(ctx)
 	if err != nil {
 		return time.Time{}, false, err
 	}

@@ -60,7 +60,7 @@ var (
 // failuresInARow counts the failures of slot s at the end of the pool's
 // log: the events in failureEvents since the last in restartEvents.
 func (p *Pool) failuresInARow(ctx context.Context, s *Slot) int {
-	lines, err := p.state.Log(ctx)
+	lines, err := p.backend.Log(ctx)
 	if err != nil {
 		fmt.Fprintf(p.log, "pool: counting the failures of slot %s: the pool's log: %v\n", s.ID, err)
 		return 0

@@ -89,7 +89,7 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 	// Unquarantine runs reset and health first, and refuses while they fail.
 	failSlot(tp, "1", provision.ActionReset)
 	var se *SlotError
-	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.As(err, &se) || se.State != StateResetFailed {
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.As(err, &se) || se.State != GrantResetFailed {
 		t.Fatalf("unquarantine with a failing reset = %v", err)
 	}
 	if tp.status(t).Slots[0].Quarantine == nil {
@@ -306,7 +306,7 @@ func TestRequestWithEverySlotQuarantined(t *testing.T) {
 		t.Fatalf("the waiter = %v, want ErrQuarantined", err)
 	}
 	var ce *ClaimError
-	if _, err := tp.Claim(ctx, q.RequestID, "ci-a"); !errors.As(err, &ce) || ce.State != StateQuarantined || !errors.Is(err, ErrQuarantined) {
+	if _, err := tp.Claim(ctx, q.RequestID, "ci-a"); !errors.As(err, &ce) || ce.State != GrantQuarantined || !errors.Is(err, ErrQuarantined) {
 		t.Fatalf("claim = %v, want the quarantined state", err)
 	}
 }
@@ -318,7 +318,7 @@ func TestProbeScheduleAgainstOddLogs(t *testing.T) {
 	ctx := context.Background()
 	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}]}`, Options{})
 	ahead := `{"at":"` + lease.FormatTime(t0.Add(24*time.Hour)) + `","event":"slots_probed"}`
-	if err := tp.state.AppendLog(ctx, []byte(ahead)); err != nil {
+	if err := tp.backend.AppendLog(ctx, []byte(ahead)); err != nil {
 		t.Fatal(err)
 	}
 	if sw, err := tp.Pump(ctx, "broker"); err != nil || len(sw.Probed) != 1 {

@@ -12,7 +12,7 @@ import (
 
 // queue returns the live queue, first first, without a lock.
 func (p *Pool) queue(ctx context.Context) ([]Entry, error) {
-	live, _, err := p.state.Queue(ctx)
+	live, _, err := p.backend.Queue(ctx)
 	return live, err
 }
 
@@ -53,7 +53,7 @@ func (p *Pool) position(ctx context.Context, id string, idx int) Position {
 // enqueue appends a new entry for owner at the tail of the live queue.
 func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry, Position, error) {
 	p.sweep(ctx, owner)
-	p.state.SweepGrants(ctx, grantMaxAge)
+	p.backend.SweepGrants(ctx, grantMaxAge)
 	ts := p.stamp()
 	e := Entry{ID: newID(), Owner: owner, Session: session, Mode: mode, EnqueuedAt: ts, Heartbeat: ts}
 	idx := 0
@@ -61,10 +61,10 @@ func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry,
 		idx = len(live)
 		return append(live, e), nil
 	}
-	dropped, err := p.state.UpdateQueue(ctx, owner, join)
+	dropped, err := p.backend.UpdateQueue(ctx, owner, join)
 	for errors.Is(err, ErrQueueBusy) && ctx.Err() == nil {
 		fmt.Fprintf(p.log, "pool: %v; still trying to join the queue\n", err)
-		dropped, err = p.state.UpdateQueue(ctx, owner, join)
+		dropped, err = p.backend.UpdateQueue(ctx, owner, join)
 	}
 	if err != nil {
 		return e, Position{}, err
@@ -85,14 +85,14 @@ func (p *Pool) logDropped(ctx context.Context, stale []Entry) {
 // is gone. Another owner's entry is refused (lease.ErrNotOwner) and the
 // queue left as it was.
 func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, time.Time, error) {
-	if t, ok := p.state.(entryToucher); ok {
+	if t, ok := p.backend.(entryToucher); ok {
 		if pos, at, ok := p.touchEntry(ctx, t, id, owner); ok {
 			return pos, at, nil
 		}
 	}
 	idx := -1
 	var stamped time.Time
-	dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
+	dropped, err := p.backend.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
 		idx = slices.IndexFunc(live, func(e Entry) bool { return e.ID == id })
 		if idx >= 0 {
 			if err := ownedBy(live[idx], owner, "heartbeat it"); err != nil {
@@ -117,7 +117,7 @@ func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, 
 // else: on an [entryToucher], while the entry's stamp in the queue, as far
 // as the waiter knows (stamped), is younger than rewriteAge.
 func (p *Pool) touchOnly(id string, stamped time.Time) bool {
-	t, ok := p.state.(entryToucher)
+	t, ok := p.backend.(entryToucher)
 	now := p.now()
 	return ok && now.Sub(stamped) < p.rewriteAge() && t.TouchEntry(id, now)
 }
@@ -164,7 +164,7 @@ func (p *Pool) touchEntry(ctx context.Context, t entryToucher, id, owner string)
 // owner's entry is refused (lease.ErrNotOwner) and the queue left as it
 // was.
 func (p *Pool) dequeue(ctx context.Context, id, owner string) error {
-	dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
+	dropped, err := p.backend.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) {
 		if i := slices.IndexFunc(live, func(e Entry) bool { return e.ID == id }); i >= 0 {
 			if err := ownedBy(live[i], owner, "take it out of the queue"); err != nil {
 				return nil, err
@@ -227,8 +227,8 @@ func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 		sw.ReapedSlots = append(sw.ReapedSlots, r)
 		p.logEvent(ctx, "slot_reaped", map[string]any{"slot_id": s.RawID, "previous": prev})
 	}
-	if _, stale, err := p.state.Queue(ctx); err == nil && stale > 0 {
-		dropped, err := p.state.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) { return live, nil })
+	if _, stale, err := p.backend.Queue(ctx); err == nil && stale > 0 {
+		dropped, err := p.backend.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) { return live, nil })
 		if err != nil {
 			fmt.Fprintf(p.log, "pool: dropping silent waiters: %v\n", err)
 		}

@@ -81,7 +81,7 @@ func (p *Pool) logEvent(ctx context.Context, event string, fields map[string]any
 	}
 	line, err := json.Marshal(orderedEvent(e))
 	if err == nil {
-		err = p.state.AppendLog(context.WithoutCancel(ctx), line)
+		err = p.backend.AppendLog(context.WithoutCancel(ctx), line)
 	}
 	if err != nil {
 		fmt.Fprintf(p.log, "pool: journal: %v\n", err)
@@ -124,18 +124,18 @@ func (p *Pool) putGrant(ctx context.Context, requestID string, v any) error {
 	if err != nil {
 		return err
 	}
-	return p.state.PutGrant(context.WithoutCancel(ctx), requestID, append(data, '\n'))
+	return p.backend.PutGrant(context.WithoutCancel(ctx), requestID, append(data, '\n'))
 }
 
 // readGrant returns the grant document of a request as raw fields, or nil.
 func (p *Pool) readGrant(ctx context.Context, requestID string) (map[string]json.RawMessage, error) {
-	data, err := p.state.Grant(ctx, requestID)
+	data, err := p.backend.Grant(ctx, requestID)
 	if err != nil || data == nil {
 		return nil, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("pool: the grant of request %s in %s is not a JSON object", requestID, p.state.Where())
+		return nil, fmt.Errorf("pool: the grant of request %s in %s is not a JSON object", requestID, p.backend.Where())
 	}
 	return m, nil
 }
@@ -145,7 +145,7 @@ func (p *Pool) readGrant(ctx context.Context, requestID string) (map[string]json
 // 1001 ms), or the seed when there is no history. Both tools give the
 // same ETAs from one stats.json.
 func (p *Pool) MovingAvg(ctx context.Context) time.Duration {
-	d, _ := p.state.Holds(ctx)
+	d, _ := p.backend.Holds(ctx)
 	if len(d) == 0 {
 		return p.cfg.MovingAvgSeed
 	}

@@ -36,7 +36,7 @@ type QueuedEntry struct {
 
 // Status reads the pool without taking any lock.
 func (p *Pool) Status(ctx context.Context) (*Status, error) {
-	out := &Status{Store: p.store.Where(), Dir: p.state.Where()}
+	out := &Status{Store: p.store.Where(), Dir: p.backend.Where()}
 	for _, s := range p.cfg.Slots {
 		st, err := p.store.Status(ctx, s.Kind)
 		if err != nil {
@@ -65,7 +65,7 @@ func (p *Pool) Pump(ctx context.Context, owner string) (Swept, error) {
 		return Swept{}, err
 	}
 	sw := p.sweep(ctx, owner)
-	p.state.SweepGrants(ctx, grantMaxAge)
+	p.backend.SweepGrants(ctx, grantMaxAge)
 	sw.Probed = p.probe(ctx, owner)
 	return sw, nil
 }
@@ -74,7 +74,7 @@ func (p *Pool) Pump(ctx context.Context, owner string) (Swept, error) {
 // each with "at" and "event". Lines that are not JSON objects (a torn
 // line of a crashed writer) are left out.
 func (p *Pool) Log(ctx context.Context) ([]json.RawMessage, error) {
-	lines, err := p.state.Log(ctx)
+	lines, err := p.backend.Log(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -92,5 +92,5 @@ func (p *Pool) Log(ctx context.Context) ([]json.RawMessage, error) {
 // Slots after a slot may have been freed, Queue after the queue changed.
 // stop ends them. Without change notifications the channels stay silent.
 func (p *Pool) Watch(ctx context.Context) (Wakeups, func()) {
-	return p.state.Watch(ctx, p.slotKinds())
+	return p.backend.Watch(ctx, p.slotKinds())
 }

@@ -161,7 +161,7 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 			case errors.Is(err, pool.ErrLeaseLost), errors.Is(err, lease.ErrNotHeld),
 				errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
 				return end(PhaseLost, ExitLost, err)
-			case code == pool.StateHealthFailed:
+			case code == pool.GrantHealthFailed:
 				result = code
 			}
 			return end(result, exit, err)

@@ -116,7 +116,7 @@ func testOwners(t *testing.T, h Harness) {
 			t.Errorf("%s of a granted request = %v, want a GrantedError", what, err)
 			return
 		}
-		if ge.RequestID != id || ge.State != pool.StateReady || string(ge.Slot) != `"s1"` {
+		if ge.RequestID != id || ge.State != pool.GrantReady || string(ge.Slot) != `"s1"` {
 			t.Errorf("%s of a granted request = %+v, want request %s, ready, slot s1", what, ge, id)
 		}
 		if msg := err.Error(); strings.Contains(msg, "dropped") || !strings.Contains(msg, "granted slot s1") {

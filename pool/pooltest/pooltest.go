@@ -2,7 +2,7 @@
 // behaviour as a caller of package pool sees it (FIFO grants, queue
 // positions, wake-ups, silent waiters dropped, async requests and claims,
 // failures, statistics, the log), run against a fresh store per test.
-// Every place a pool keeps its state (a [pool.State]) must pass it; the
+// Every place a pool keeps its state (a [pool.Backend]) must pass it; the
 // directory store and etcd run it from their own tests with a [Harness].
 package pooltest
 
@@ -130,7 +130,7 @@ func (h Harness) config(t *testing.T, n int) *pool.Config {
 func open(t *testing.T, s *lease.Store, cfg *pool.Config) *pooled {
 	t.Helper()
 	r := &runner{}
-	p, err := pool.Open(s, cfg, pool.Options{Runner: r.run, Poll: 50 * time.Millisecond,
+	p, err := pool.Open(s, cfg, pool.Options{ScriptRunner: r.run, Poll: 50 * time.Millisecond,
 		Notify: func(context.Context, pool.Nudge) {}})
 	if err != nil {
 		t.Fatalf("pool.Open: %v", err)
@@ -313,7 +313,7 @@ func testWakeOnRelease(t *testing.T, h Harness) {
 	h.WaiterStale = 3 * time.Minute
 	s, cfg, p := h.newPool(t, 1)
 	holder := acquire(t, p, "pt-h")
-	w, err := pool.Open(h.Client(t, s), cfg, pool.Options{Runner: (&runner{}).run, Poll: time.Minute})
+	w, err := pool.Open(h.Client(t, s), cfg, pool.Options{ScriptRunner: (&runner{}).run, Poll: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func testAsync(t *testing.T, h Harness) {
 		t.Fatalf("claim while queued = %+v, %v; want queued at 1", c, err)
 	}
 	nudged := make(chan pool.Nudge, 1)
-	w, err := pool.Open(h.Client(t, s), cfg, pool.Options{Runner: (&runner{}).run, Poll: 50 * time.Millisecond,
+	w, err := pool.Open(h.Client(t, s), cfg, pool.Options{ScriptRunner: (&runner{}).run, Poll: 50 * time.Millisecond,
 		Notify: func(_ context.Context, n pool.Nudge) { nudged <- n }})
 	if err != nil {
 		t.Fatal(err)
@@ -484,8 +484,8 @@ func testProvisionFailure(t *testing.T, h Harness) {
 		t.Errorf("after a failed grant: slot %s, queue %+v; want free and empty", st.Slots[0].State, st.Queue)
 	}
 	var ce *pool.ClaimError
-	if _, err := p.Claim(bg, q.RequestID, "pt-a"); !errors.As(err, &ce) || !errors.Is(err, pool.ErrProvisionFailed) || ce.State != pool.StateResetFailed {
-		t.Errorf("claim of the failed grant = %v, want %s", err, pool.StateResetFailed)
+	if _, err := p.Claim(bg, q.RequestID, "pt-a"); !errors.As(err, &ce) || !errors.Is(err, pool.ErrProvisionFailed) || ce.State != pool.GrantResetFailed {
+		t.Errorf("claim of the failed grant = %v, want %s", err, pool.GrantResetFailed)
 	}
 	if ev := events(t, p); count(ev, "grant_reset_failed") != 1 {
 		t.Errorf("log %v: want grant_reset_failed", ev)

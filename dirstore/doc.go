@@ -1,0 +1,11 @@
+// Package dirstore keeps leases in a directory shared by the processes of
+// one host: a [lease.Backend] whose records are small JSON files, whose
+// critical sections are guard directories held with a flock, whose fences
+// are kept beside the records, and whose waiters wake on inotify and line
+// up behind a flock (docs/PROTOCOL.md §1 to §5 and §7).
+//
+// [Open] returns a [lease.Store] over a directory; [NewBackend] the
+// backend alone, for a caller that wraps it. The directory is created by
+// the first change, mode 0700 (or 2770 in a group store), and one that
+// another user could have planted is refused ([ErrUnsafeStore]).
+package dirstore

@@ -403,7 +403,7 @@ func (p *Pool) Request(ctx context.Context, owner, session string) (*Queued, err
 	if err != nil {
 		return nil, err
 	}
-	p.logEvent(ctx, "request_queued", map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
+	p.logEvent(ctx, EventRequestQueued, map[string]any{"request_id": e.ID, "owner": e.Owner, "session": e.Session, "position": pos.Position})
 	return &Queued{RequestID: e.ID, Owner: e.Owner, Session: e.Session, Position: pos, Entry: e}, nil
 }
 
@@ -425,7 +425,7 @@ func (p *Pool) Withdraw(ctx context.Context, requestID, owner string) error {
 	if err := p.dequeue(ctx, requestID, owner); err != nil {
 		return err
 	}
-	p.logEvent(ctx, "request_withdrawn", map[string]any{"request_id": requestID, "owner": owner})
+	p.logEvent(ctx, EventRequestWithdrawn, map[string]any{"request_id": requestID, "owner": owner})
 	return nil
 }
 
@@ -463,7 +463,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	g, err := p.await(ctx, *entry, owner, false, timeout, nil)
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
-		p.logEvent(ctx, "request_abandoned", map[string]any{"request_id": requestID, "error": err.Error()})
+		p.logEvent(ctx, EventRequestAbandoned, map[string]any{"request_id": requestID, "error": err.Error()})
 	}
 	if errors.Is(err, ErrQuarantined) {
 		// The claim must say why, not "unknown request, request again".

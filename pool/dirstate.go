@@ -348,6 +348,6 @@ func (d *dirState) recoverDeadLock(ctx context.Context, rec *lease.Record) bool 
 	if _, err := d.p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {
 		return false
 	}
-	d.p.logEvent(ctx, "queue_lock_recovered", map[string]any{"owner": rec.Owner, "pid": holder.PID})
+	d.p.logEvent(ctx, EventQueueLockRecovered, map[string]any{"owner": rec.Owner, "pid": holder.PID})
 	return true
 }

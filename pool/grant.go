@@ -20,9 +20,7 @@ const (
 	GrantLeaseLost      = "lease_lost"
 	// GrantQuarantined is the grant file of an async request whose waiter
 	// gave up because every slot is quarantined.
-	GrantQuarantined     = "quarantined"
-	stateResetFailedLog  = "grant_reset_failed"
-	stateHealthFailedLog = "grant_health_failed"
+	GrantQuarantined = "quarantined"
 )
 
 // Grant is a slot handed to a waiter: the slot's lease, its attributes and
@@ -183,7 +181,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 			return nil, err
 		}
 		if acq.TookOverExpired {
-			p.logEvent(ctx, "slot_takeover_on_grant", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+			p.logEvent(ctx, EventSlotTakeoverOnGrant, map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 		}
 		p.leaveQueue(ctx, id, owner)
 		return p.prepare(ctx, s, acq.Record, entry)
@@ -238,9 +236,9 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		}
 		return nil, ctx.Err()
 	case stage == provision.ActionProvision:
-		return nil, fail(ErrProvisionFailed, GrantResetFailed, stateResetFailedLog, err, true)
+		return nil, fail(ErrProvisionFailed, GrantResetFailed, EventGrantResetFailed, err, true)
 	case stage == provision.ActionHealth:
-		return nil, fail(ErrHealthFailed, GrantHealthFailed, stateHealthFailedLog, err, true)
+		return nil, fail(ErrHealthFailed, GrantHealthFailed, EventGrantHealthFailed, err, true)
 	case err != nil:
 		return nil, err
 	}
@@ -271,7 +269,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	if !rec.AcquiredAt.IsZero() {
 		logged["provisionMs"] = max(p.now().Sub(rec.AcquiredAt).Milliseconds(), 0)
 	}
-	p.logEvent(ctx, "granted", logged)
+	p.logEvent(ctx, EventGranted, logged)
 	if entry.Mode == ModeAsync {
 		p.notify(ctx, Nudge{Event: p.cfg.NudgeEvent, Session: entry.Session, RequestID: entry.ID, Grant: g})
 	}

@@ -73,9 +73,9 @@ type HistoryEvent struct {
 // holdEnds are the events that end a slot's hold (a takeover ends the
 // previous holder's, at its last heartbeat); failures count in Failures.
 var holdEnds = map[string]string{
-	"released": "release", "slot_reaped": "reap",
-	"slot_takeover_on_grant": "takeover", "slot_takeover_on_reprovision": "takeover",
-	"slot_takeover_on_quarantine": "takeover",
+	EventReleased: "release", EventSlotReaped: "reap",
+	EventSlotTakeoverOnGrant: "takeover", EventSlotTakeoverOnReprovision: "takeover",
+	EventSlotTakeoverOnQuarantine: "takeover",
 }
 
 // History reads the pool's log and sums it up per slot: grants, how holds
@@ -171,7 +171,7 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 			}
 		}
 		switch kind := holdEnds[e.Event]; {
-		case e.Event == "granted":
+		case e.Event == EventGranted:
 			end(at, true) // its end was not logged
 			open[i] = at
 			if inWindow {
@@ -206,7 +206,7 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 				sh.Failures++
 				sh.LastFailure = &HistoryEvent{At: e.At, Event: e.Event, Slot: e.Slot, Owner: e.Owner, Error: e.Error}
 			}
-		case e.Event == "slot_quarantined":
+		case e.Event == EventSlotQuarantined:
 			if inWindow {
 				sh.Quarantines++
 			}

@@ -81,7 +81,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	if !eqMs(s1.WaitMedianMs, msPtr(10*time.Second)) || !eqMs(s1.WaitP90Ms, msPtr(30*time.Second)) {
 		t.Errorf("slot 1 waits median %v p90 %v, want 10s and 30s", s1.WaitMedianMs, s1.WaitP90Ms)
 	}
-	if s1.LastFailure == nil || s1.LastFailure.Event != stateResetFailedLog {
+	if s1.LastFailure == nil || s1.LastFailure.Event != EventGrantResetFailed {
 		t.Errorf("slot 1 last failure %+v", s1.LastFailure)
 	}
 	if s2.Grants != 0 || s2.HeldMs != 0 || s2.Utilisation != 0 || s2.HoldMedianMs != nil {
@@ -103,7 +103,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	if s1.Grants != 1 || s1.Failures != 1 || s1.Releases != 0 || s1.HeldMs != time.Minute.Milliseconds() || s1.HoldMedianMs != nil {
 		t.Errorf("slot 1 over the last 2m: %+v", s1)
 	}
-	if len(h.Events) != 2 || h.Events[0].Event != stateResetFailedLog || h.Events[1].Event != "granted" {
+	if len(h.Events) != 2 || h.Events[0].Event != EventGrantResetFailed || h.Events[1].Event != "granted" {
 		t.Errorf("events %+v", h.Events)
 	}
 }

@@ -199,7 +199,7 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 	}
 	out := &Released{Slot: s, Released: rel.Released, WasExpired: rel.WasExpired}
 	if rel.Released {
-		p.logEvent(ctx, "released", map[string]any{"slot_id": s.RawID, "owner": bookkeeper, "forced": force})
+		p.logEvent(ctx, EventReleased, map[string]any{"slot_id": s.RawID, "owner": bookkeeper, "forced": force})
 		p.sweep(ctx, bookkeeper)
 	}
 	return out, nil
@@ -271,7 +271,7 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 		return s, err
 	}
 	if acq.TookOverExpired {
-		p.logEvent(ctx, "slot_takeover_on_reprovision", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+		p.logEvent(ctx, EventSlotTakeoverOnReprovision, map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 	}
 	err = p.resetAndCheck(ctx, s, acq.Record)
 	fields := map[string]any{"slot_id": s.RawID, "owner": owner}
@@ -279,9 +279,9 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
 			err = rerr
 		}
-		event := "slot_reprovisioned"
+		event := EventSlotReprovisioned
 		if err != nil {
-			event, fields["error"] = "slot_reprovision_failed", err.Error()
+			event, fields["error"] = EventSlotReprovisionFailed, err.Error()
 		}
 		p.logEvent(ctx, event, fields)
 		return s, err
@@ -292,7 +292,7 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 	if out := failureOutput(err); out != "" {
 		fields["output"] = out
 	}
-	p.logEvent(ctx, "slot_reprovision_failed", fields)
+	p.logEvent(ctx, EventSlotReprovisionFailed, fields)
 	p.afterFailure(ctx, s, acq.Record, err)
 	return s, err
 }

@@ -42,7 +42,7 @@ func (p *Pool) probe(ctx context.Context, owner string) []Probed {
 	// clock (a clock step, another host's clock): a probe must not stop
 	// for as long as the clocks disagree. Not due when the log cannot be
 	// read: probing at every pump would hold every free slot each time.
-	last, found, err := p.lastEvent(ctx, "slots_probed")
+	last, found, err := p.lastEvent(ctx, EventSlotsProbed)
 	if err != nil {
 		fmt.Fprintf(p.log, "pool: probe skipped: the pool's log: %v\n", err)
 		return nil
@@ -69,7 +69,7 @@ func (p *Pool) probe(ctx context.Context, owner string) []Probed {
 			out = append(out, r)
 		}
 	}
-	p.logEvent(ctx, "slots_probed", map[string]any{"owner": owner, "slots": len(out)})
+	p.logEvent(ctx, EventSlotsProbed, map[string]any{"owner": owner, "slots": len(out)})
 	return out
 }
 
@@ -92,7 +92,7 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 		if err != nil {
 			return Probed{Slot: s.RawID, Error: err.Error()}, true
 		}
-		p.logEvent(ctx, "slot_probe_ok", map[string]any{"slot_id": s.RawID, "owner": owner})
+		p.logEvent(ctx, EventSlotProbeOK, map[string]any{"slot_id": s.RawID, "owner": owner})
 		return Probed{Slot: s.RawID, OK: true}, true
 	}
 	serr := &SlotError{Err: ErrHealthFailed, Slot: s, State: GrantHealthFailed, Cause: err}
@@ -100,7 +100,7 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 	if o := failureOutput(err); o != "" {
 		fields["output"] = o
 	}
-	p.logEvent(ctx, "slot_probe_failed", fields)
+	p.logEvent(ctx, EventSlotProbeFailed, fields)
 	p.afterFailure(ctx, s, rec, serr)
 	r := Probed{Slot: s.RawID, Error: serr.Error()}
 	if st, err := p.store.Status(ctx, s.Kind); err == nil && st.State == lease.Held && quarantineOf(st.Record) != nil {

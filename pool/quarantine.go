@@ -48,12 +48,12 @@ const (
 // worked, or an operator stepped in).
 var (
 	failureEvents = map[string]bool{
-		stateResetFailedLog: true, stateHealthFailedLog: true,
-		"slot_reprovision_failed": true, "slot_probe_failed": true,
+		EventGrantResetFailed: true, EventGrantHealthFailed: true,
+		EventSlotReprovisionFailed: true, EventSlotProbeFailed: true,
 	}
 	restartEvents = map[string]bool{
-		"granted": true, "slot_reprovisioned": true, "slot_probe_ok": true,
-		"slot_quarantined": true, "slot_unquarantined": true,
+		EventGranted: true, EventSlotReprovisioned: true, EventSlotProbeOK: true,
+		EventSlotQuarantined: true, EventSlotUnquarantined: true,
 	}
 )
 
@@ -118,13 +118,13 @@ func (p *Pool) putInQuarantine(ctx context.Context, s *Slot, owner string, q Qua
 		return err
 	}
 	if acq.TookOverExpired {
-		p.logEvent(ctx, "slot_takeover_on_quarantine", map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+		p.logEvent(ctx, EventSlotTakeoverOnQuarantine, map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
 	}
 	fields := map[string]any{"slot_id": s.RawID, "by": q.By, "owner": owner, "reason": q.Reason}
 	if q.Failures > 0 {
 		fields["failures"] = q.Failures
 	}
-	p.logEvent(ctx, "slot_quarantined", fields)
+	p.logEvent(ctx, EventSlotQuarantined, fields)
 	return nil
 }
 
@@ -170,9 +170,9 @@ func (p *Pool) Quarantine(ctx context.Context, slotID, owner, reason string, for
 			return nil, err
 		}
 		if prev := acq.Previous; prev != nil && !prev.Corrupt && quarantineOf(prev) == nil {
-			p.logEvent(ctx, "released", map[string]any{"slot_id": s.RawID, "owner": owner, "forced": true})
+			p.logEvent(ctx, EventReleased, map[string]any{"slot_id": s.RawID, "owner": owner, "forced": true})
 		}
-		p.logEvent(ctx, "slot_quarantined", map[string]any{"slot_id": s.RawID, "by": q.By, "owner": owner, "reason": q.Reason})
+		p.logEvent(ctx, EventSlotQuarantined, map[string]any{"slot_id": s.RawID, "by": q.By, "owner": owner, "reason": q.Reason})
 		return &Quarantined{Slot: s, Quarantine: q}, nil
 	}
 	if err := p.putInQuarantine(ctx, s, owner, q); err != nil {
@@ -254,14 +254,14 @@ func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 			TTLMinutes: lease.MaxTTLMinutes, Payload: quarantinePayload(*q)}); rerr != nil {
 			fmt.Fprintf(p.log, "pool: slot %s stays quarantined, marked as being restored for %s: %v\n", s.ID, liftStale, rerr)
 		}
-		p.logEvent(ctx, "slot_unquarantine_failed", map[string]any{"slot_id": s.RawID, "by": by, "error": err.Error(),
+		p.logEvent(ctx, EventSlotUnquarantineFailed, map[string]any{"slot_id": s.RawID, "by": by, "error": err.Error(),
 			"output": failureOutput(err)})
 		return err
 	}
 	if _, err := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); err != nil {
 		return err
 	}
-	p.logEvent(ctx, "slot_unquarantined", map[string]any{"slot_id": s.RawID, "by": by})
+	p.logEvent(ctx, EventSlotUnquarantined, map[string]any{"slot_id": s.RawID, "by": by})
 	return nil
 }
 

@@ -76,7 +76,7 @@ func (p *Pool) enqueue(ctx context.Context, owner, session, mode string) (Entry,
 // logDropped journals queue entries removed because their waiter went silent.
 func (p *Pool) logDropped(ctx context.Context, stale []Entry) {
 	for _, e := range stale {
-		p.logEvent(ctx, "queue_entry_dropped_stale", map[string]any{"entry": e})
+		p.logEvent(ctx, EventQueueEntryDroppedStale, map[string]any{"entry": e})
 	}
 }
 
@@ -225,7 +225,7 @@ func (p *Pool) sweep(ctx context.Context, owner string) Swept {
 			r.PreviousOwner = prev.Owner
 		}
 		sw.ReapedSlots = append(sw.ReapedSlots, r)
-		p.logEvent(ctx, "slot_reaped", map[string]any{"slot_id": s.RawID, "previous": prev})
+		p.logEvent(ctx, EventSlotReaped, map[string]any{"slot_id": s.RawID, "previous": prev})
 	}
 	if _, stale, err := p.backend.Queue(ctx); err == nil && stale > 0 {
 		dropped, err := p.backend.UpdateQueue(ctx, owner, func(live []Entry) ([]Entry, error) { return live, nil })

@@ -9,7 +9,7 @@ import (
 
 func TestHolderMarshalMatchesEncodingJSON(t *testing.T) {
 	hs := []guardHolder{{}, {ID: "x", PID: 1}, selfHolder(), {ID: "<&>", PID: -3, Host: "h\u2028", Boot: "b\xff", PIDNS: "pid:[1]", Start: math.MaxUint64, Lock: true}}
-	for _, s := range jsonStrings() {
+	for _, s := range jsonStrings()[:60] {
 		hs = append(hs, guardHolder{ID: s, Host: s, PIDNS: s, Lock: len(s)%2 == 0, Start: uint64(len(s))})
 	}
 	for _, h := range hs {

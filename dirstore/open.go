@@ -43,7 +43,7 @@ func OpenWith(dir string, o Options, opts ...lease.Option) (*lease.Store, error)
 // wraps it (to observe it) before it makes a [lease.Store] with
 // [lease.New]; pass the same opts to both.
 func NewBackend(dir string, o Options, opts ...lease.Option) (*Backend, error) {
-	if IsStoreURL(dir) {
+	if lease.IsStoreURL(dir) {
 		scheme, _, _ := strings.Cut(dir, "://")
 		return nil, fmt.Errorf("%w: store %q: %s:// stores are not supported; the store is a directory path (write ./%s to mean a directory of that name)", lease.ErrInvalid, dir, scheme, dir)
 	}

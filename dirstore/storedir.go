@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // DefaultStoreSubdir is where the default store lives under a checkout.
@@ -20,9 +22,9 @@ const DefaultStoreSubdir = "logs/leases"
 // "etcd:" would put leases where nobody else looks for them.
 func ResolveStore(flag, env, cwd string) string {
 	switch {
-	case IsStoreURL(flag):
+	case lease.IsStoreURL(flag):
 		return flag
-	case flag == "" && IsStoreURL(env):
+	case flag == "" && lease.IsStoreURL(env):
 		return env
 	case flag != "":
 		return absFrom(cwd, flag)
@@ -30,23 +32,6 @@ func ResolveStore(flag, env, cwd string) string {
 		return absFrom(cwd, env)
 	}
 	return DefaultStoreDir(cwd)
-}
-
-// IsStoreURL reports whether s has the form scheme://…, which no store
-// directory path written by a user has (write ./name:// for a directory
-// of that name).
-func IsStoreURL(s string) bool {
-	i := strings.Index(s, "://")
-	if i <= 0 {
-		return false
-	}
-	for j, c := range s[:i] {
-		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
-			return false
-		}
-	}
-	return true
 }
 
 func absFrom(cwd, p string) string {

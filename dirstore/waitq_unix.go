@@ -135,3 +135,5 @@ func (ln *line) serve() {
 		_ = unix.Flock(fd, unix.LOCK_UN)
 	}
 }
+
+var _ lease.WaitLiner = (*Backend)(nil)

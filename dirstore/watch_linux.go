@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/durable-lease/durable-lease/lease"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,3 +69,5 @@ func eventNamed(buf []byte, name string) bool {
 	}
 	return false
 }
+
+var _ lease.Watcher = (*Backend)(nil)

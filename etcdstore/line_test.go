@@ -118,7 +118,7 @@ func TestWatchEntryWakesTheFrontOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.PoolBackend(cfg)
+	st, err := b.PoolBackend(cfg, pool.Host{})
 	if err != nil {
 		t.Fatal(err)
 	}

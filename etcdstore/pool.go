@@ -62,7 +62,7 @@ const grantTTL = 24 * time.Hour
 // them. Each change of the queue is one transaction that compares the mod
 // revisions of the entries it changes or deletes and creates new ones only
 // if absent, so no lock is needed.
-func (b *Backend) PoolBackend(cfg *pool.Config) (pool.Backend, error) {
+func (b *Backend) PoolBackend(cfg *pool.Config, _ pool.Host) (pool.Backend, error) {
 	if err := checkKind(cfg.Name); err != nil {
 		return nil, err
 	}
@@ -620,3 +620,5 @@ func (s *poolBackend) watch(ctx context.Context, slotKinds []string) (pool.Wakeu
 	}
 	return w, cancel
 }
+
+var _ pool.BackendProvider = (*Backend)(nil)

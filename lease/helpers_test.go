@@ -132,13 +132,3 @@ func eventsNamed(events []map[string]any, name string) []map[string]any {
 	}
 	return out
 }
-
-// recordJSON renders a hand-written valid record for the fake clock's time.
-func recordJSON(kind, owner, token string, hb time.Time, ttl float64) string {
-	m := map[string]any{
-		"v": 1, "kind": kind, "owner": owner, "token": token,
-		"heartbeat": lease.FormatTime(hb), "ttlMinutes": ttl, "payload": nil, "acquiredAt": lease.FormatTime(hb),
-	}
-	b, _ := json.Marshal(m)
-	return string(b)
-}

@@ -2,7 +2,10 @@ package pool
 
 import (
 	"context"
+	"io"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // Backend is where a pool keeps everything that is not a slot lease: its
@@ -66,10 +69,31 @@ type Backend interface {
 }
 
 // BackendProvider is implemented by lease backends that keep pools' state
-// too (package etcdstore's). [Open] finds it on the store's backend.
+// too (package dirstore's and package etcdstore's). [Open] finds it on the
+// store's backend.
 type BackendProvider interface {
-	// PoolBackend returns the state of the pool cfg describes.
-	PoolBackend(cfg *Config) (Backend, error)
+	// PoolBackend returns the state of the pool cfg describes. host is
+	// what the pool lends it; a backend may ignore it.
+	PoolBackend(cfg *Config, host Host) (Backend, error)
+}
+
+// Host is what a pool lends the [Backend] it opens, for a backend that
+// judges its queue itself or writes to the pool's log (the directory
+// store: its queue lock is a lease, and it drops silent entries when it
+// rewrites the queue).
+type Host struct {
+	// Store is the lease store of the pool's slots, and its clock.
+	Store *lease.Store
+	// Live splits entries into those whose waiter still heartbeats them
+	// and those gone silent, on the store's clock and the pool's
+	// waiterStaleMs (PROTOCOL §6.3). It keeps the entries' order.
+	Live func(entries []Entry) (live, stale []Entry)
+	// Event appends one event to the pool's log. The log is best effort:
+	// a failure is reported on Log, never returned.
+	Event func(ctx context.Context, event string, fields map[string]any)
+	// Log receives what a backend must tell people but cannot return
+	// (a log it could not rotate). It is never nil.
+	Log io.Writer
 }
 
 // Wakeups are the channels of a waiter's watch. Slots receives a value

@@ -1,8 +1,9 @@
-package pool
+package pool_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/durable-lease/durable-lease/pool"
 	"testing"
 )
 
@@ -14,11 +15,11 @@ import (
 func BenchmarkWaiterCheck(b *testing.B) {
 	for _, n := range []int{10, 200, 500} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			p := newRealPool(b, `{"name":"p","slots":[{"id":1}]}`, Options{})
+			p := newRealPool(b, `{"name":"p","slots":[{"id":1}]}`, pool.Options{})
 			ctx := context.Background()
 			var last string
 			for i := range n {
-				e, _, err := p.enqueue(ctx, fmt.Sprintf("w%d", i), "", ModeBlocking)
+				e, _, err := p.EnqueueForTest(ctx, fmt.Sprintf("w%d", i), "", pool.ModeBlocking)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -26,11 +27,11 @@ func BenchmarkWaiterCheck(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				_, idx := p.mayGrant(ctx, last)
+				_, idx := p.MayGrantForTest(ctx, last)
 				if idx != n-1 {
 					b.Fatalf("index %d, want %d", idx, n-1)
 				}
-				_ = p.position(ctx, last, idx)
+				_ = p.PositionForTest(ctx, last, idx)
 			}
 		})
 	}

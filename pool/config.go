@@ -2,6 +2,8 @@ package pool
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -510,4 +512,25 @@ func errText(err error) string {
 		return "null"
 	}
 	return err.Error()
+}
+
+// Identity names a pool on a host for dirstore.ClaimHostStore: its name and its
+// slots (ids, kinds and attributes, the ports and databases they hand
+// out). Two pool files that say the same give the same identity.
+func (c *Config) Identity() string {
+	type slot struct {
+		ID    string         `json:"id"`
+		Kind  string         `json:"kind"`
+		Attrs map[string]any `json:"attrs"`
+	}
+	v := struct {
+		Name  string `json:"name"`
+		Slots []slot `json:"slots"`
+	}{Name: c.Name}
+	for _, s := range c.Slots {
+		v.Slots = append(v.Slots, slot{s.ID, s.Kind, s.Attributes})
+	}
+	data, _ := json.Marshal(v) // maps are written with sorted keys
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }

@@ -1,8 +1,9 @@
-package pool
+package pool_test
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/durable-lease/durable-lease/pool"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,7 +18,7 @@ func TestLoadFileDefaults(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"provision": "prov --slot", "slots": [{"id": 1}]}`), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadFile(file)
+	c, err := pool.LoadFile(file)
 	if err != nil {
 		t.Fatalf("LoadFile: %v", err)
 	}
@@ -59,9 +60,9 @@ func TestParseOptions(t *testing.T) {
 	tests := []struct {
 		name  string
 		json  string
-		check func(t *testing.T, c *Config)
+		check func(t *testing.T, c *pool.Config)
 	}{
-		{"minimal", `{"slots":[{"id":"a"}]}`, func(t *testing.T, c *Config) {
+		{"minimal", `{"slots":[{"id":"a"}]}`, func(t *testing.T, c *pool.Config) {
 			if c.Slots[0].ID != "a" || c.Slots[0].RawID != "a" || c.Slots[0].Kind != "slot-a" {
 				t.Errorf("slot = %+v", c.Slots[0])
 			}
@@ -73,7 +74,7 @@ func TestParseOptions(t *testing.T) {
 			}
 		}},
 		{"naming options", `{"name":"e2e","kindPrefix":"e2e-slot-","nudgeEvent":"ping","shellPrefix":"E2E","bookkeeper":"broker","slots":[{"id":1}]}`,
-			func(t *testing.T, c *Config) {
+			func(t *testing.T, c *pool.Config) {
 				if c.Name != "e2e" || c.QueueLockKind != "e2e-queue" || c.NudgeEvent != "ping" || c.ShellPrefix != "E2E" || c.Bookkeeper != "broker" {
 					t.Errorf("config = %+v", c)
 				}
@@ -81,32 +82,32 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("kind = %q, want e2e-slot-1", c.Slots[0].Kind)
 				}
 			}},
-		{"explicit queue lock kind", `{"queueLockKind":"q-lock","slots":[{"id":1}]}`, func(t *testing.T, c *Config) {
+		{"explicit queue lock kind", `{"queueLockKind":"q-lock","slots":[{"id":1}]}`, func(t *testing.T, c *pool.Config) {
 			if c.QueueLockKind != "q-lock" {
 				t.Errorf("QueueLockKind = %q", c.QueueLockKind)
 			}
 		}},
-		{"explicit reset", `{"provision":"p","reset":"r","slots":[{"id":1}]}`, func(t *testing.T, c *Config) {
+		{"explicit reset", `{"provision":"p","reset":"r","slots":[{"id":1}]}`, func(t *testing.T, c *pool.Config) {
 			if c.Provision != "p" || c.Reset != "r" {
 				t.Errorf("provision %q reset %q", c.Provision, c.Reset)
 			}
 		}},
-		{"numbers", `{"ttlMinutes":0.5,"waiterStaleMs":1500,"movingAvgSeedMs":2000,"slots":[{"id":1}]}`, func(t *testing.T, c *Config) {
+		{"numbers", `{"ttlMinutes":0.5,"waiterStaleMs":1500,"movingAvgSeedMs":2000,"slots":[{"id":1}]}`, func(t *testing.T, c *pool.Config) {
 			if c.TTLMinutes != 0.5 || c.WaiterStale != 1500*time.Millisecond || c.MovingAvgSeed != 2*time.Second {
 				t.Errorf("ttl %v stale %v seed %v", c.TTLMinutes, c.WaiterStale, c.MovingAvgSeed)
 			}
 		}},
-		{"relative cwd", `{"cwd":"sub/dir","slots":[{"id":1}]}`, func(t *testing.T, c *Config) {
+		{"relative cwd", `{"cwd":"sub/dir","slots":[{"id":1}]}`, func(t *testing.T, c *pool.Config) {
 			if want := filepath.Join(base, "sub", "dir"); c.Dir != want {
 				t.Errorf("Dir = %q, want %q", c.Dir, want)
 			}
 		}},
-		{"absolute cwd", `{"cwd":"/srv/x/../y","slots":[{"id":1}]}`, func(t *testing.T, c *Config) {
+		{"absolute cwd", `{"cwd":"/srv/x/../y","slots":[{"id":1}]}`, func(t *testing.T, c *pool.Config) {
 			if c.Dir != "/srv/y" {
 				t.Errorf("Dir = %q, want /srv/y", c.Dir)
 			}
 		}},
-		{"explicit slot kind", `{"slots":[{"id":1,"kind":"db-main"}]}`, func(t *testing.T, c *Config) {
+		{"explicit slot kind", `{"slots":[{"id":1,"kind":"db-main"}]}`, func(t *testing.T, c *pool.Config) {
 			if c.Slots[0].Kind != "db-main" {
 				t.Errorf("kind = %q", c.Slots[0].Kind)
 			}
@@ -115,14 +116,14 @@ func TestParseOptions(t *testing.T) {
 			}
 		}},
 		{"attributes keep JSON types", `{"slots":[{"id":1,"port":3000,"name":"x","tags":["a"],"ports":{"api":1},"on":true,"none":null}]}`,
-			func(t *testing.T, c *Config) {
+			func(t *testing.T, c *pool.Config) {
 				want := map[string]any{"port": json.Number("3000"), "name": "x", "tags": []any{"a"},
 					"ports": map[string]any{"api": json.Number("1")}, "on": true, "none": nil}
 				if !reflect.DeepEqual(c.Slots[0].Attributes, want) {
 					t.Errorf("attributes = %#v", c.Slots[0].Attributes)
 				}
 			}},
-		{"number ids are canonical", `{"slots":[{"id":1.0},{"id":2.50},{"id":"007"}]}`, func(t *testing.T, c *Config) {
+		{"number ids are canonical", `{"slots":[{"id":1.0},{"id":2.50},{"id":"007"}]}`, func(t *testing.T, c *pool.Config) {
 			var ids, kinds []string
 			for _, s := range c.Slots {
 				ids, kinds = append(ids, s.ID), append(kinds, s.Kind)
@@ -137,7 +138,7 @@ func TestParseOptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.json), base)
+			c, err := pool.Parse([]byte(tc.json), base)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -211,11 +212,11 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.json), t.TempDir())
+			c, err := pool.Parse([]byte(tc.json), t.TempDir())
 			if err == nil {
 				t.Fatalf("Parse succeeded: %+v", c)
 			}
-			if !errors.Is(err, ErrConfig) {
+			if !errors.Is(err, pool.ErrConfig) {
 				t.Errorf("error %q does not match ErrConfig", err)
 			}
 			for _, w := range tc.want {
@@ -230,8 +231,8 @@ func TestParseErrors(t *testing.T) {
 func TestLoadFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	t.Run("missing file", func(t *testing.T) {
-		_, err := LoadFile(filepath.Join(dir, "nope.json"))
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "nope.json") {
+		_, err := pool.LoadFile(filepath.Join(dir, "nope.json"))
+		if !errors.Is(err, pool.ErrConfig) || !strings.Contains(err.Error(), "nope.json") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -240,8 +241,8 @@ func TestLoadFileErrors(t *testing.T) {
 		if err := os.WriteFile(file, []byte(`{"slots":[{"id":1},{"id":1}]}`), 0o666); err != nil {
 			t.Fatal(err)
 		}
-		_, err := LoadFile(file)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "bad.json") || !strings.Contains(err.Error(), "$.slots[1].id") {
+		_, err := pool.LoadFile(file)
+		if !errors.Is(err, pool.ErrConfig) || !strings.Contains(err.Error(), "bad.json") || !strings.Contains(err.Error(), "$.slots[1].id") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -255,7 +256,7 @@ func TestLoadFileErrors(t *testing.T) {
 func TestParseHugeDurations(t *testing.T) {
 	for _, field := range []string{"waiterStaleMs", "movingAvgSeedMs"} {
 		t.Run(field, func(t *testing.T) {
-			c, err := Parse([]byte(`{"`+field+`":1e13,"slots":[{"id":1}]}`), t.TempDir())
+			c, err := pool.Parse([]byte(`{"`+field+`":1e13,"slots":[{"id":1}]}`), t.TempDir())
 			if err != nil {
 				return // refusing the value is fine
 			}
@@ -270,7 +271,7 @@ func TestParseHugeDurations(t *testing.T) {
 func TestTemplates(t *testing.T) {
 	const slots = `"slots":[{"id":1,"ports":{"api":3000,"web":3001},"db":"acme_test_1","tags":["a","b"],"on":true,"none":null,"frac":1.50},
 	                         {"id":"two","kind":"custom-kind","ports":{"api":3100,"web":3101},"db":"acme_test_2","tags":[],"on":false,"none":null,"frac":2}]`
-	c, err := Parse([]byte(`{
+	c, err := pool.Parse([]byte(`{
 	  "grantEnv": {
 	    "APP_PORT": "{ports.api}",
 	    "DATABASE_URL": "postgresql://u@localhost:5432/{db}",
@@ -297,11 +298,11 @@ func TestTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	env1, fields1, err := c.grantParts(c.Slots[0])
+	env1, fields1, err := c.GrantPartsForTest(c.Slots[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	env2, fields2, err := c.grantParts(c.Slots[1])
+	env2, fields2, err := c.GrantPartsForTest(c.Slots[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,12 +367,12 @@ func TestTemplates(t *testing.T) {
 // with json.Marshal, which escapes <, > and & as \u003c…, unlike the
 // POOL_SLOT_* env (provision.envValue) and JavaScript's JSON.stringify.
 func TestTemplateObjectHTMLChars(t *testing.T) {
-	c, err := Parse([]byte(`{"grantEnv":{"Q":"{q}","Q_TEXT":"q={q}","RAW":"{s}"},
+	c, err := pool.Parse([]byte(`{"grantEnv":{"Q":"{q}","Q_TEXT":"q={q}","RAW":"{s}"},
 	  "slots":[{"id":1,"q":{"url":"http://h/?a=1&b=<2>"},"s":"a&b<c>"}]}`), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, _, err := c.grantParts(c.Slots[0])
+	env, _, err := c.GrantPartsForTest(c.Slots[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +386,11 @@ func TestTemplateObjectHTMLChars(t *testing.T) {
 }
 
 func TestDefaultGrantEnv(t *testing.T) {
-	c, err := Parse([]byte(`{"slots":[{"id":7,"ports":{"api":3000},"db":"d","tags":[1,2],"cache-db":3}]}`), t.TempDir())
+	c, err := pool.Parse([]byte(`{"slots":[{"id":7,"ports":{"api":3000},"db":"d","tags":[1,2],"cache-db":3}]}`), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, fields, err := c.grantParts(c.Slots[0])
+	env, fields, err := c.GrantPartsForTest(c.Slots[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestDefaultGrantEnv(t *testing.T) {
 }
 
 func TestSlotByID(t *testing.T) {
-	c, err := Parse([]byte(`{"slots":[{"id":1},{"id":"02"},{"id":"db"},{"id":2.5},{"id":10}]}`), t.TempDir())
+	c, err := pool.Parse([]byte(`{"slots":[{"id":1},{"id":"02"},{"id":"db"},{"id":2.5},{"id":10}]}`), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestSlotByID(t *testing.T) {
 		t.Run(tc.query, func(t *testing.T) {
 			s, err := c.SlotByID(tc.query)
 			if tc.want == "" {
-				if !errors.Is(err, ErrInvalid) {
+				if !errors.Is(err, pool.ErrInvalid) {
 					t.Fatalf("SlotByID(%q) = %v, %v; want ErrInvalid", tc.query, s, err)
 				}
 				if !strings.Contains(err.Error(), "1, 02, db, 2.5, 10") {
@@ -479,9 +480,9 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, "/base")
+		c, err := pool.Parse(data, "/base")
 		if err != nil {
-			if !errors.Is(err, ErrConfig) {
+			if !errors.Is(err, pool.ErrConfig) {
 				t.Fatalf("error %v does not match ErrConfig", err)
 			}
 			return
@@ -499,11 +500,11 @@ func FuzzParse(f *testing.F) {
 			if err != nil || got != s {
 				t.Fatalf("SlotByID(%q) = %v, %v", s.ID, got, err)
 			}
-			env, _, err := c.grantParts(s)
+			env, _, err := c.GrantPartsForTest(s)
 			if err != nil {
 				t.Fatalf("grantParts after a successful Parse: %v", err)
 			}
-			if _, err := ShellExports(env, c.ShellPrefix, s.ID, "tok", "owner"); err != nil && !strings.Contains(err.Error(), "NUL") {
+			if _, err := pool.ShellExports(env, c.ShellPrefix, s.ID, "tok", "owner"); err != nil && !strings.Contains(err.Error(), "NUL") {
 				t.Fatalf("ShellExports: %v", err)
 			}
 		}
@@ -521,14 +522,14 @@ func TestConfigRanges(t *testing.T) {
 		{"movingAvgSeedMs over the maximum", `"movingAvgSeedMs":1e300`, "$.movingAvgSeedMs"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(`{`+tt.field+`,"slots":[{"id":1}]}`), t.TempDir())
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+			_, err := pool.Parse([]byte(`{`+tt.field+`,"slots":[{"id":1}]}`), t.TempDir())
+			if !errors.Is(err, pool.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Parse = %v, want ErrConfig naming %s", err, tt.want)
 			}
 		})
 	}
 	for _, ok := range []string{`"ttlMinutes":0.001`, `"ttlMinutes":527040`, `"waiterStaleMs":100`} {
-		if _, err := Parse([]byte(`{`+ok+`,"slots":[{"id":1}]}`), t.TempDir()); err != nil {
+		if _, err := pool.Parse([]byte(`{`+ok+`,"slots":[{"id":1}]}`), t.TempDir()); err != nil {
 			t.Errorf("Parse(%s) = %v, want it accepted", ok, err)
 		}
 	}

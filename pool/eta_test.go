@@ -1,7 +1,8 @@
-package pool
+package pool_test
 
 import (
 	"context"
+	"github.com/durable-lease/durable-lease/pool"
 	"testing"
 	"time"
 )
@@ -34,14 +35,14 @@ func sameDurations(a, b []time.Duration) bool {
 // frees j-th has been held already (j = p's place in its round).
 func TestEtaArithmetic(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, etaPool, Options{})
+	tp := newTestPool(t, etaPool, pool.Options{})
 	tp.mustAcquire(t, "ci-a") // slot 1 at t0
 	tp.clock.Advance(2 * time.Minute)
 	tp.mustAcquire(t, "ci-b") // slot 2 at t0+2m
 	tp.clock.Advance(time.Minute)
 	var ids []string
 	for i, owner := range []string{"w-1", "w-2", "w-3", "w-4"} {
-		q, err := tp.Enqueue(ctx, owner, "", ModeBlocking)
+		q, err := tp.Enqueue(ctx, owner, "", pool.ModeBlocking)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestEtaText(t *testing.T) {
 		{59_600, "~1m"}, {89_000, "~1m"}, {90_000, "~2m"}, {12 * 60_000, "~12m"}, {59*60_000 + 29_000, "~59m"},
 		{59*60_000 + 31_000, "~1h00m"}, {125 * 60_000, "~2h05m"},
 	} {
-		if got := EtaText(tt.ms); got != tt.want {
+		if got := pool.EtaText(tt.ms); got != tt.want {
 			t.Errorf("EtaText(%d) = %q, want %q", tt.ms, got, tt.want)
 		}
 	}
@@ -105,20 +106,20 @@ func TestEtaText(t *testing.T) {
 // TestEtaSaturates: a queue of thousands behind a year-long average gives
 // a hundred years at most, never a wrapped-around or negative figure.
 func TestEtaSaturates(t *testing.T) {
-	m := etaModel{avg: 366 * 24 * time.Hour, elapsed: []time.Duration{time.Hour}}
+	avg, elapsed := 366*24*time.Hour, []time.Duration{time.Hour}
 	prev := int64(0)
 	for _, pos := range []int{1, 2, 99, 100, 291, 292, 300, 1000, 1 << 30} {
-		got := m.eta(pos)
-		if got < prev || got > maxEtaMs {
+		got := pool.ETAForTest(avg, elapsed, pos)
+		if got < prev || got > pool.MaxEtaMs {
 			t.Fatalf("eta(%d) = %d after %d", pos, got, prev)
 		}
 		prev = got
 	}
-	if m.eta(1<<30) != maxEtaMs {
-		t.Errorf("eta far back = %d, want the bound", m.eta(1<<30))
+	if got := pool.ETAForTest(avg, elapsed, 1<<30); got != pool.MaxEtaMs {
+		t.Errorf("eta far back = %d, want the bound", got)
 	}
-	for _, ms := range []int64{maxEtaMs, 1 << 62} {
-		if EtaText(ms) == "" || FormatEta(ms) == "" {
+	for _, ms := range []int64{pool.MaxEtaMs, 1 << 62} {
+		if pool.EtaText(ms) == "" || pool.FormatEta(ms) == "" {
 			t.Errorf("empty text for %d", ms)
 		}
 	}

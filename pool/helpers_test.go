@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -53,7 +54,7 @@ type fakeRunner struct {
 	fail  func(ctx context.Context, c call) error
 }
 
-func (r *fakeRunner) run(ctx context.Context, action provision.Action, s *Slot, script string) error {
+func (r *fakeRunner) run(ctx context.Context, action provision.Action, s *pool.Slot, script string) error {
 	c := call{Action: action, Slot: s.ID, Script: script}
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
@@ -85,7 +86,7 @@ func (r *fakeRunner) SetFail(f func(ctx context.Context, c call) error) {
 
 // testPool is a pool over a fresh store with a fake clock and runner.
 type testPool struct {
-	*Pool
+	*pool.Pool
 	clock  *fakeClock
 	runner *fakeRunner
 	root   string // the pool file's directory
@@ -114,14 +115,14 @@ const oneSlotPool = `{
 // newTestPool writes poolJSON to <tmp>/pool.json, loads it and opens the
 // pool over <tmp>/store with a fake clock at t0 and a recording runner
 // (unless opts sets its own).
-func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
+func newTestPool(t *testing.T, poolJSON string, opts pool.Options) *testPool {
 	t.Helper()
 	root := t.TempDir()
 	file := filepath.Join(root, "pool.json")
 	if err := os.WriteFile(file, []byte(poolJSON), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadFile(file)
+	cfg, err := pool.LoadFile(file)
 	if err != nil {
 		t.Fatalf("LoadFile: %v", err)
 	}
@@ -138,7 +139,7 @@ func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
 	}
-	p, err := Open(st, cfg, opts)
+	p, err := pool.Open(st, cfg, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -148,14 +149,14 @@ func newTestPool(t *testing.T, poolJSON string, opts Options) *testPool {
 // newRealPool writes poolJSON to <tmp>/pool.json and opens the pool over
 // <tmp>/store on the real clock, with a recording runner: for tests and
 // benchmarks of waiters in real time.
-func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
+func newRealPool(tb testing.TB, poolJSON string, opts pool.Options) *pool.Pool {
 	tb.Helper()
 	root := tb.TempDir()
 	file := filepath.Join(root, "pool.json")
 	if err := os.WriteFile(file, []byte(poolJSON), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := LoadFile(file)
+	cfg, err := pool.LoadFile(file)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
 	if opts.ScriptRunner == nil {
 		opts.ScriptRunner = (&fakeRunner{}).run
 	}
-	p, err := Open(st, cfg, opts)
+	p, err := pool.Open(st, cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -174,9 +175,9 @@ func newRealPool(tb testing.TB, poolJSON string, opts Options) *Pool {
 }
 
 // mustAcquire grants a slot without waiting or fails the test.
-func (tp *testPool) mustAcquire(t *testing.T, owner string) *Grant {
+func (tp *testPool) mustAcquire(t *testing.T, owner string) *pool.Grant {
 	t.Helper()
-	g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: owner, NoWait: true})
+	g, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: owner, NoWait: true})
 	if err != nil {
 		t.Fatalf("Acquire(%s): %v", owner, err)
 	}
@@ -212,7 +213,7 @@ func readJSONFile(t *testing.T, path string, v any) {
 // logEvents reads pool.log as a list of JSON objects.
 func logEvents(t *testing.T, dir string) []map[string]any {
 	t.Helper()
-	return jsonLines(t, filepath.Join(dir, LogFile))
+	return jsonLines(t, filepath.Join(dir, pool.LogFile))
 }
 
 func jsonLines(t *testing.T, path string) []map[string]any {
@@ -251,20 +252,27 @@ func eventsNamed(events []map[string]any, name string) []map[string]any {
 // grantFiles lists the grant files of a pool directory.
 func grantFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, GrantsDir, "*.json"))
+	m, err := filepath.Glob(filepath.Join(dir, pool.GrantsDir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
-// dirState is the pool's directory state (every test here but the
-// conformance suite runs on a directory store).
-func (p *Pool) dirState() *dirState { return p.backend.(*dirState) }
+// readQueue returns every entry of the pool's queue.json, live or silent
+// (every test here but the conformance suite runs on a directory store).
+func readQueue(p *pool.Pool) []pool.Entry {
+	var q struct {
+		Entries []pool.Entry `json:"entries"`
+	}
+	data, err := os.ReadFile(filepath.Join(p.Dir(), pool.QueueFile))
+	if err == nil {
+		_ = json.Unmarshal(data, &q)
+	}
+	return q.Entries
+}
 
-// readQueue returns every entry of queue.json, live or silent.
-func (p *Pool) readQueue() []Entry { return p.dirState().entries() }
-
-func (p *Pool) grantPath(requestID string) string { return p.dirState().grantPath(requestID) }
-
-func (p *Pool) lockLocal(ctx context.Context) (func(), error) { return p.dirState().lockLocal(ctx) }
+// grantPath is the grant file of request id.
+func grantPath(p *pool.Pool, requestID string) string {
+	return filepath.Join(p.Dir(), pool.GrantsDir, requestID+".json")
+}

@@ -1,8 +1,9 @@
-package pool
+package pool_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/durable-lease/durable-lease/pool"
 	"testing"
 	"time"
 )
@@ -15,22 +16,22 @@ func TestMayGrant(t *testing.T) {
 		pool string
 		want []bool
 	}{{oneSlotPool, []bool{true, false, false}}, {twoSlotPool, []bool{true, true, false}}} {
-		tp := newTestPool(t, c.pool, Options{})
+		tp := newTestPool(t, c.pool, pool.Options{})
 		ctx := context.Background()
 		var ids []string
 		for i := range c.want {
-			e, _, err := tp.enqueue(ctx, fmt.Sprintf("w%d", i), "", ModeBlocking)
+			e, _, err := tp.EnqueueForTest(ctx, fmt.Sprintf("w%d", i), "", pool.ModeBlocking)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, e.ID)
 		}
 		for i, id := range ids {
-			if got, idx := tp.mayGrant(context.Background(), id); got != c.want[i] || idx != i {
-				t.Errorf("%d slots: mayGrant(entry %d) = %v, %d, want %v, %d", len(tp.cfg.Slots), i, got, idx, c.want[i], i)
+			if got, idx := tp.MayGrantForTest(context.Background(), id); got != c.want[i] || idx != i {
+				t.Errorf("%d slots: mayGrant(entry %d) = %v, %d, want %v, %d", len(tp.Config().Slots), i, got, idx, c.want[i], i)
 			}
 		}
-		if may, idx := tp.mayGrant(context.Background(), "not-queued"); !may || idx != -1 {
+		if may, idx := tp.MayGrantForTest(context.Background(), "not-queued"); !may || idx != -1 {
 			t.Error("mayGrant of an entry not queued = false")
 		}
 	}
@@ -40,15 +41,15 @@ func TestMayGrant(t *testing.T) {
 // served within milliseconds once the queue moves it to the front, not at
 // its next poll (here 10 s), in FIFO order.
 func TestFarWaitersServedOnQueueMove(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{Poll: 10 * time.Second})
+	tp := newTestPool(t, oneSlotPool, pool.Options{Poll: 10 * time.Second})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "holder")
 	const n = 4
-	got := make(chan *Grant, n)
+	got := make(chan *pool.Grant, n)
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			g, err := tp.Acquire(ctx, AcquireRequest{Owner: fmt.Sprintf("w%d", i), Wait: 30 * time.Second})
+			g, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: fmt.Sprintf("w%d", i), Wait: 30 * time.Second})
 			if err != nil {
 				errs <- err
 				return
@@ -56,7 +57,7 @@ func TestFarWaitersServedOnQueueMove(t *testing.T) {
 			got <- g
 		}()
 		deadline := time.Now().Add(5 * time.Second)
-		for len(tp.readQueue()) < i+1 {
+		for len(readQueue(tp.Pool)) < i+1 {
 			if time.Now().After(deadline) {
 				t.Fatalf("waiter %d never queued", i)
 			}

@@ -1,15 +1,13 @@
-package pool
+package pool_test
 
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -21,10 +19,10 @@ func eqMs(a, b *int64) bool { return a == nil && b == nil || a != nil && b != ni
 // known times on a fake clock, and the figures history gives for them.
 func TestHistoryFromAScriptedSequence(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, twoSlotPool, Options{})
-	grantAfter := func(owner string, wait time.Duration) *Grant {
+	tp := newTestPool(t, twoSlotPool, pool.Options{})
+	grantAfter := func(owner string, wait time.Duration) *pool.Grant {
 		t.Helper()
-		q, err := tp.Enqueue(ctx, owner, "", ModeBlocking)
+		q, err := tp.Enqueue(ctx, owner, "", pool.ModeBlocking)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +33,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 		}
 		return g
 	}
-	release := func(g *Grant) {
+	release := func(g *pool.Grant) {
 		t.Helper()
 		if _, err := tp.Release(ctx, "1", g.Owner, g.Token, false); err != nil {
 			t.Fatal(err)
@@ -50,7 +48,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	release(g) // held 2m, at t0+7m10s
 	tp.clock.Advance(50 * time.Second)
 	failSlot(tp, "1", provision.ActionProvision)
-	if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-c", NoWait: true}); err == nil {
+	if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "ci-c", NoWait: true}); err == nil {
 		t.Fatal("a failing provision granted")
 	} // t0+8m
 	tp.runner.SetFail(nil)
@@ -58,7 +56,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	tp.mustAcquire(t, "ci-d") // t0+9m, waited 0, still held
 	tp.clock.Advance(time.Minute)
 
-	h, err := tp.History(ctx, HistoryOptions{})
+	h, err := tp.History(ctx, pool.HistoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +79,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	if !eqMs(s1.WaitMedianMs, msPtr(10*time.Second)) || !eqMs(s1.WaitP90Ms, msPtr(30*time.Second)) {
 		t.Errorf("slot 1 waits median %v p90 %v, want 10s and 30s", s1.WaitMedianMs, s1.WaitP90Ms)
 	}
-	if s1.LastFailure == nil || s1.LastFailure.Event != EventGrantResetFailed {
+	if s1.LastFailure == nil || s1.LastFailure.Event != pool.EventGrantResetFailed {
 		t.Errorf("slot 1 last failure %+v", s1.LastFailure)
 	}
 	if s2.Grants != 0 || s2.HeldMs != 0 || s2.Utilisation != 0 || s2.HoldMedianMs != nil {
@@ -92,7 +90,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	}
 
 	// The last 2 minutes: the failure and the grant still held.
-	h, err = tp.History(ctx, HistoryOptions{Since: 2 * time.Minute, Slot: "1"})
+	h, err = tp.History(ctx, pool.HistoryOptions{Since: 2 * time.Minute, Slot: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +101,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 	if s1.Grants != 1 || s1.Failures != 1 || s1.Releases != 0 || s1.HeldMs != time.Minute.Milliseconds() || s1.HoldMedianMs != nil {
 		t.Errorf("slot 1 over the last 2m: %+v", s1)
 	}
-	if len(h.Events) != 2 || h.Events[0].Event != EventGrantResetFailed || h.Events[1].Event != "granted" {
+	if len(h.Events) != 2 || h.Events[0].Event != pool.EventGrantResetFailed || h.Events[1].Event != "granted" {
 		t.Errorf("events %+v", h.Events)
 	}
 }
@@ -112,13 +110,13 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 // until its holder's last heartbeat, not until the reap.
 func TestHistoryReapedHoldEndsAtLastHeartbeat(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{TTLMinutes: 1})
+	tp := newTestPool(t, oneSlotPool, pool.Options{TTLMinutes: 1})
 	tp.mustAcquire(t, "ci-a")
 	tp.clock.Advance(10 * time.Minute)
 	if _, err := tp.Pump(ctx, "broker"); err != nil {
 		t.Fatal(err)
 	}
-	h, err := tp.History(ctx, HistoryOptions{})
+	h, err := tp.History(ctx, pool.HistoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,46 +126,12 @@ func TestHistoryReapedHoldEndsAtLastHeartbeat(t *testing.T) {
 	}
 }
 
-// TestLogRotates: a pool.log past logRotateBytes becomes pool.log.1 at
-// the next event, so the log stays bounded, and Log (and history) read
-// both generations in order.
-func TestLogRotates(t *testing.T) {
-	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
-	tp.mustAcquire(t, "ci-a") // creates pool.log
-	path := filepath.Join(tp.Dir(), LogFile)
-	old := strings.Repeat(`{"at":"2026-01-01T00:00:00.000Z","event":"filler"}`+"\n", logRotateBytes/50+1)
-	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tp.logEvent(ctx, "after", nil)
-	fi, err := os.Stat(path)
-	if err != nil || fi.Size() > 200 {
-		t.Fatalf("pool.log after rotation: %v, %v", fi, err)
-	}
-	if fi, err := os.Stat(path + ".1"); err != nil || fi.Size() != int64(len(old)) {
-		t.Fatalf("pool.log.1: %v, %v", fi, err)
-	}
-	lines, err := tp.Log(ctx)
-	if err != nil || len(lines) != logRotateBytes/50+2 || !strings.Contains(string(lines[len(lines)-1]), `"after"`) {
-		t.Fatalf("Log: %d lines, last %s, %v", len(lines), lines[len(lines)-1], err)
-	}
-	// A second rotation replaces the older generation: two at most.
-	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tp.logEvent(ctx, "again", nil)
-	if lines, _ := tp.Log(ctx); len(lines) != logRotateBytes/50+2 {
-		t.Fatalf("after a second rotation: %d lines", len(lines))
-	}
-}
-
 // TestHistoryClockSkew: lines from writers whose clocks disagree (a
 // release stamped before its grant, one stamped ahead of this clock) give
 // no made-up hold, and the window starts at the earliest stamp.
 func TestHistoryClockSkew(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	at := func(d time.Duration) string { return lease.FormatTime(t0.Add(d)) }
 	for _, l := range []string{
 		`{"at":"` + at(time.Minute) + `","event":"granted","slot_id":1,"owner":"a"}`,
@@ -175,12 +139,12 @@ func TestHistoryClockSkew(t *testing.T) {
 		`{"at":"` + at(2*time.Minute) + `","event":"granted","slot_id":1,"owner":"b"}`,
 		`{"at":"` + at(7*time.Minute) + `","event":"released","slot_id":1,"owner":"b"}`,
 	} {
-		if err := tp.backend.AppendLog(ctx, []byte(l)); err != nil {
+		if err := tp.Backend().AppendLog(ctx, []byte(l)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tp.clock.Advance(5 * time.Minute)
-	h, err := tp.History(ctx, HistoryOptions{})
+	h, err := tp.History(ctx, pool.HistoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package pool
+package pool_test
 
 import (
 	"context"
+	"github.com/durable-lease/durable-lease/pool"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,19 +19,19 @@ func TestPoolStaysInsideTheStore(t *testing.T) {
 		plant func(t *testing.T, poolDir, outside string)
 	}{
 		{"grants dir is a symlink", func(t *testing.T, poolDir, outside string) {
-			must(t, os.Symlink(outside, filepath.Join(poolDir, GrantsDir)))
+			must(t, os.Symlink(outside, filepath.Join(poolDir, pool.GrantsDir)))
 		}},
 		{"pool.log is a symlink", func(t *testing.T, poolDir, outside string) {
-			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, LogFile)))
+			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, pool.LogFile)))
 		}},
 		{"queue.json is a symlink", func(t *testing.T, poolDir, outside string) {
-			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, QueueFile)))
+			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, pool.QueueFile)))
 		}},
 		{"queue.json is a FIFO", func(t *testing.T, poolDir, outside string) {
-			must(t, syscall.Mkfifo(filepath.Join(poolDir, QueueFile), 0o666))
+			must(t, syscall.Mkfifo(filepath.Join(poolDir, pool.QueueFile), 0o666))
 		}},
 		{"stats.json is a FIFO", func(t *testing.T, poolDir, outside string) {
-			must(t, syscall.Mkfifo(filepath.Join(poolDir, StatsFile), 0o666))
+			must(t, syscall.Mkfifo(filepath.Join(poolDir, pool.StatsFile), 0o666))
 		}},
 		{"an older version's lock file is a symlink", func(t *testing.T, poolDir, outside string) {
 			must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(poolDir, ".queue.flock")))
@@ -42,7 +43,7 @@ func TestPoolStaysInsideTheStore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tp := newTestPool(t, oneSlotPool, Options{})
+			tp := newTestPool(t, oneSlotPool, pool.Options{})
 			outside := t.TempDir()
 			victim := filepath.Join(outside, "victim.txt")
 			old := filepath.Join(outside, "old-file.json")
@@ -56,7 +57,7 @@ func TestPoolStaysInsideTheStore(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if g, err := tp.Acquire(t.Context(), AcquireRequest{Owner: "ci", NoWait: true}); err == nil {
+				if g, err := tp.Acquire(t.Context(), pool.AcquireRequest{Owner: "ci", NoWait: true}); err == nil {
 					_, _ = tp.Release(t.Context(), "1", g.Owner, g.Token, false)
 				}
 				_, _ = tp.Status(context.Background())

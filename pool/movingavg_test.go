@@ -1,7 +1,8 @@
-package pool
+package pool_test
 
 import (
 	"context"
+	"github.com/durable-lease/durable-lease/pool"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,11 +16,11 @@ func TestRoundHalfUp(t *testing.T) {
 		{0.49999999999999994, 0}, {-2.5, -2}, {-2.51, -3}, {-0.5, 0},
 	}
 	for _, tt := range tests {
-		if got := roundHalfUp(tt.in); got != tt.want {
+		if got := pool.RoundHalfUp(tt.in); got != tt.want {
 			t.Errorf("roundHalfUp(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
-	if got := roundHalfUp(math.Inf(1)); !math.IsInf(got, 1) {
+	if got := pool.RoundHalfUp(math.Inf(1)); !math.IsInf(got, 1) {
 		t.Errorf("roundHalfUp(+Inf) = %v", got)
 	}
 }
@@ -42,10 +43,10 @@ func TestMovingAvgRoundsAsTheNodeTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tp := newTestPool(t, oneSlotPool, Options{})
+			tp := newTestPool(t, oneSlotPool, pool.Options{})
 			if tt.stats != "" {
 				must(t, os.MkdirAll(tp.Dir(), 0o777))
-				must(t, os.WriteFile(filepath.Join(tp.Dir(), StatsFile), []byte(tt.stats), 0o666))
+				must(t, os.WriteFile(filepath.Join(tp.Dir(), pool.StatsFile), []byte(tt.stats), 0o666))
 			}
 			if got := tp.MovingAvg(context.Background()); got != tt.want {
 				t.Errorf("MovingAvg = %v, want %v", got, tt.want)

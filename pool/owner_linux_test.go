@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // storeTree is everything a store directory holds: each entry's name,
@@ -66,7 +67,7 @@ func storeTree(t *testing.T, root string) string {
 func TestRefusedOwnerLeavesTheStoreAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	q, err := tp.Request(ctx, "ci-alice", "")
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestRefusedOwnerLeavesTheStoreAlone(t *testing.T) {
 			if after := storeTree(t, tp.store); after != before {
 				t.Errorf("%s: a refused %s changed the store:\nbefore:\n%s\nafter:\n%s", stage, s.name, before, after)
 			}
-			if _, err := tp.HeartbeatEntry(ctx, id, "ci-alice"); err != nil && !errors.Is(err, ErrGranted) {
+			if _, err := tp.HeartbeatEntry(ctx, id, "ci-alice"); err != nil && !errors.Is(err, pool.ErrGranted) {
 				t.Fatalf("%s: alice's heartbeat: %v", stage, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -20,8 +21,8 @@ import (
 // claim reports. Another owner is refused all the while.
 func TestGrantedRequestIsReportedGranted(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
-	q, err := tp.Enqueue(ctx, "ci-alice", "", ModeAsync)
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
+	q, err := tp.Enqueue(ctx, "ci-alice", "", pool.ModeAsync)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,19 +42,19 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 	<-started
 	want := func(what string, err error, state string) {
 		t.Helper()
-		var ge *GrantedError
+		var ge *pool.GrantedError
 		if !errors.As(err, &ge) || ge.State != state || string(ge.Slot) != "1" || ge.RequestID != q.RequestID {
 			t.Errorf("%s = %v (%+v), want granted slot 1, %s", what, err, ge, state)
 			return
 		}
-		if !errors.Is(err, ErrGranted) || !errors.Is(err, ErrQueueEntryLost) {
+		if !errors.Is(err, pool.ErrGranted) || !errors.Is(err, pool.ErrQueueEntryLost) {
 			t.Errorf("%s = %v: want it to match ErrGranted and ErrQueueEntryLost", what, err)
 		}
 	}
 	_, err = tp.HeartbeatEntry(ctx, q.RequestID, "ci-alice")
-	want("heartbeat while provisioning", err, GrantProvisioning)
+	want("heartbeat while provisioning", err, pool.GrantProvisioning)
 	_, err = tp.TryGrant(ctx, q.RequestID, "ci-alice")
-	want("try-grant while provisioning", err, GrantProvisioning)
+	want("try-grant while provisioning", err, pool.GrantProvisioning)
 	// The lease of the slot being provisioned names the owner.
 	if _, err := tp.HeartbeatEntry(ctx, q.RequestID, "ci-mallory"); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("another owner's heartbeat while provisioning = %v, want ErrNotOwner", err)
@@ -66,9 +67,9 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 		t.Fatalf("the grant: %v", err)
 	}
 	_, err = tp.HeartbeatEntry(ctx, q.RequestID, "ci-alice")
-	want("heartbeat once granted", err, GrantReady)
+	want("heartbeat once granted", err, pool.GrantReady)
 	_, err = tp.Wait(ctx, q.RequestID, "ci-alice", 0)
-	want("waiter once granted", err, GrantReady)
+	want("waiter once granted", err, pool.GrantReady)
 	if err := tp.Withdraw(ctx, q.RequestID, "ci-alice"); err != nil {
 		t.Errorf("the owner's withdraw of a granted request = %v, want nil (nothing to withdraw)", err)
 	}
@@ -82,32 +83,32 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 // record names no owner, so it is told to anyone, as claim tells it).
 func TestFailedGrantIsReportedAsClaimed(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.runner.SetFail(func(ctx context.Context, c call) error {
 		if c.Action == provision.ActionProvision {
 			return errors.New("no database")
 		}
 		return nil
 	})
-	q, err := tp.Enqueue(ctx, "ci-alice", "", ModeBlocking)
+	q, err := tp.Enqueue(ctx, "ci-alice", "", pool.ModeBlocking)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tp.TryGrant(ctx, q.RequestID, "ci-alice"); !errors.Is(err, ErrProvisionFailed) {
+	if _, err := tp.TryGrant(ctx, q.RequestID, "ci-alice"); !errors.Is(err, pool.ErrProvisionFailed) {
 		t.Fatalf("grant with a failing provision = %v", err)
 	}
 	for _, owner := range []string{"ci-alice", "ci-mallory"} {
 		_, err := tp.HeartbeatEntry(ctx, q.RequestID, owner)
-		var ce *ClaimError
-		if !errors.As(err, &ce) || ce.State != GrantResetFailed || !errors.Is(err, ErrProvisionFailed) {
-			t.Errorf("heartbeat by %s of a request whose grant failed = %v, want %s", owner, err, GrantResetFailed)
+		var ce *pool.ClaimError
+		if !errors.As(err, &ce) || ce.State != pool.GrantResetFailed || !errors.Is(err, pool.ErrProvisionFailed) {
+			t.Errorf("heartbeat by %s of a request whose grant failed = %v, want %s", owner, err, pool.GrantResetFailed)
 		}
-		if _, err := tp.TryGrant(ctx, q.RequestID, owner); !errors.As(err, &ce) || ce.State != GrantResetFailed {
-			t.Errorf("try-grant by %s of a request whose grant failed = %v, want %s", owner, err, GrantResetFailed)
+		if _, err := tp.TryGrant(ctx, q.RequestID, owner); !errors.As(err, &ce) || ce.State != pool.GrantResetFailed {
+			t.Errorf("try-grant by %s of a request whose grant failed = %v, want %s", owner, err, pool.GrantResetFailed)
 		}
 	}
 	// A request nobody knows is still lost.
-	if _, err := tp.HeartbeatEntry(ctx, "never-queued", "ci-alice"); !errors.Is(err, ErrQueueEntryLost) || errors.Is(err, ErrGranted) {
+	if _, err := tp.HeartbeatEntry(ctx, "never-queued", "ci-alice"); !errors.Is(err, pool.ErrQueueEntryLost) || errors.Is(err, pool.ErrGranted) {
 		t.Errorf("heartbeat of an unknown request = %v, want ErrQueueEntryLost", err)
 	}
 }
@@ -119,8 +120,8 @@ func TestFailedGrantIsReportedAsClaimed(t *testing.T) {
 func TestOwnerFenceAndExactOwners(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tp := newTestPool(t, oneSlotPool, Options{})
-	q, err := tp.Enqueue(ctx, "ci-alice", "", ModeBlocking)
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
+	q, err := tp.Enqueue(ctx, "ci-alice", "", pool.ModeBlocking)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func TestOwnerFenceAndExactOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadFile(filepath.Join(tp.root, "pool.json"))
+	cfg, err := pool.LoadFile(filepath.Join(tp.root, "pool.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fenced, err := Open(st, cfg, Options{ScriptRunner: tp.runner.run})
+	fenced, err := pool.Open(st, cfg, pool.Options{ScriptRunner: tp.runner.run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestOwnerFenceAndExactOwners(t *testing.T) {
 		{"waiter", func(o string) error { _, err := fenced.Wait(ctx, q.RequestID, o, 0); return err }},
 		{"claim", func(o string) error { _, err := fenced.Claim(ctx, q.RequestID, o); return err }},
 	} {
-		if err := step.call("ci-alice"); !errors.Is(err, ErrInvalid) {
+		if err := step.call("ci-alice"); !errors.Is(err, pool.ErrInvalid) {
 			t.Errorf("%s by an owner outside the pattern = %v, want ErrInvalid", step.name, err)
 		}
 		if step.name == "claim" {
@@ -159,7 +160,7 @@ func TestOwnerFenceAndExactOwners(t *testing.T) {
 			t.Errorf("%s by pt-mallory = %v, want ErrNotOwner naming ci-alice", step.name, err)
 		}
 	}
-	if tp.slotState(t, "1") != lease.Free || len(tp.readQueue()) != 1 {
-		t.Errorf("the refusals changed the pool: slot %s, queue %+v", tp.slotState(t, "1"), tp.readQueue())
+	if tp.slotState(t, "1") != lease.Free || len(readQueue(tp.Pool)) != 1 {
+		t.Errorf("the refusals changed the pool: slot %s, queue %+v", tp.slotState(t, "1"), readQueue(tp.Pool))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -50,17 +49,16 @@ type Options struct {
 
 // Pool is one pool of slots over a lease store.
 type Pool struct {
-	store  *lease.Store
-	backend  Backend
-	cfg    *Config
-	dir    string // "" when the state is not a directory
-	ttl    float64
-	poll   time.Duration
-	cmds   commands
+	store        *lease.Store
+	backend      Backend
+	cfg          *Config
+	ttl          float64
+	poll         time.Duration
+	cmds         commands
 	scriptRunner ScriptRunner
-	notify func(context.Context, Nudge)
-	log    io.Writer
-	env    []string
+	notify       func(context.Context, Nudge)
+	log          io.Writer
+	env          []string
 	// swept is when this process last swept the pool (Unix ns), so that
 	// an attempt right after the enqueue's sweep does not read every slot
 	// again (see sweepIfStale).
@@ -135,11 +133,8 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	switch sp, ok := store.Backend().(BackendProvider); {
 	case opts.Backend != nil:
 		p.backend = opts.Backend
-	case store.Dir() != "":
-		p.dir = filepath.Join(store.Dir(), cfg.Name)
-		p.backend = &dirState{p: p, dir: p.dir}
 	case ok:
-		st, err := sp.PoolBackend(cfg)
+		st, err := sp.PoolBackend(cfg, Host{Store: store, Live: p.live, Event: p.logEvent, Log: p.log})
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +150,15 @@ func (p *Pool) Config() *Config { return p.cfg }
 
 // Dir is the pool's state directory, <store>/<name>, or "" when its state
 // is kept elsewhere (on etcd).
-func (p *Pool) Dir() string { return p.dir }
+func (p *Pool) Dir() string {
+	if d, ok := p.backend.(interface{ Dir() string }); ok {
+		return d.Dir()
+	}
+	return ""
+}
+
+// Backend is where the pool keeps its state (see [Backend]).
+func (p *Pool) Backend() Backend { return p.backend }
 
 // Where names the place the pool's state is kept: its directory, or a
 // URL under the store's.

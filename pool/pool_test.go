@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -24,7 +25,7 @@ var errBoom = errors.New("boom")
 var errBadOwner = errors.New("pool.ErrInvalid or lease.ErrInvalid")
 
 func TestAcquireGrantsFreeSlot(t *testing.T) {
-	tp := newTestPool(t, twoSlotPool, Options{})
+	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-main")
 
 	wantCalls := []call{{provision.ActionProvision, "1", "prov --slot"}, {provision.ActionHealth, "1", "check --slot"}}
@@ -43,13 +44,13 @@ func TestAcquireGrantsFreeSlot(t *testing.T) {
 		{"Kind", g.Kind, "slot-1"},
 		{"Owner", g.Owner, "ci-main"},
 		{"Token is the lease's", g.Token, st.Record.Token},
-		{"Mode", g.Mode, ModeBlocking},
+		{"Mode", g.Mode, pool.ModeBlocking},
 		{"TTLMinutes", g.TTLMinutes, 30.0},
 		{"Env", g.Env, map[string]string{"APP_PORT": "3000", "DB": "acme_test_1"}},
 		{"Attributes", g.Attributes, map[string]any{"ports": map[string]any{"api": json.Number("3000"), "web": json.Number("3001")}, "db": "acme_test_1"}},
 		{"Fields", len(g.Fields), 0},
 		{"GrantedAt", g.GrantedAt, lease.FormatTime(t0)},
-		{"request id is valid", CheckRequestID(g.RequestID), nil},
+		{"request id is valid", pool.CheckRequestID(g.RequestID), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !reflect.DeepEqual(tc.got, tc.want) {
@@ -63,7 +64,7 @@ func TestAcquireGrantsFreeSlot(t *testing.T) {
 		if err := json.Unmarshal(st.Record.Payload, &pl); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]any{"requestId": g.RequestID, "session": "ci-main", "mode": ModeBlocking}
+		want := map[string]any{"requestId": g.RequestID, "session": "ci-main", "mode": pool.ModeBlocking}
 		if !reflect.DeepEqual(pl, want) {
 			t.Errorf("payload = %v, want %v", pl, want)
 		}
@@ -99,7 +100,7 @@ func TestAcquireGrantsFreeSlot(t *testing.T) {
 		if len(granted) != 1 || granted[0]["request_id"] != g.RequestID || granted[0]["slot_id"] != 1.0 || granted[0]["owner"] != "ci-main" {
 			t.Errorf("granted events = %v", granted)
 		}
-		if q := tp.readQueue(); len(q) != 0 {
+		if q := readQueue(tp.Pool); len(q) != 0 {
 			t.Errorf("queue = %+v, want empty", q)
 		}
 	})
@@ -121,7 +122,7 @@ func TestGrantFieldsAndJSON(t *testing.T) {
 	tp := newTestPool(t, `{
 	  "grantFields": {"ports": "{ports}", "apiPort": "{ports.api}", "url": "http://localhost:{ports.api}/", "static": [1]},
 	  "slots": [{"id": "a", "ports": {"api": 3000}}]
-	}`, Options{})
+	}`, pool.Options{})
 	g := tp.mustAcquire(t, "ci-main")
 	if g.Slot != "a" {
 		t.Errorf("Slot = %#v, want the string id", g.Slot)
@@ -151,30 +152,30 @@ func TestGrantFieldsAndJSON(t *testing.T) {
 		}
 	}
 	var onDisk map[string]any
-	readJSONFile(t, tp.grantPath(g.RequestID), &onDisk)
+	readJSONFile(t, grantPath(tp.Pool, g.RequestID), &onDisk)
 	if !reflect.DeepEqual(onDisk, m) {
 		t.Errorf("grant file %v differs from the grant %v", onDisk, m)
 	}
 }
 
 func TestAcquireNoWaitSaturated(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "holder")
 	tp.runner.Reset()
 
 	t.Run("alone", func(t *testing.T) {
-		g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: "agent-7", NoWait: true})
-		if g != nil || !errors.Is(err, ErrSaturated) {
+		g, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "agent-7", NoWait: true})
+		if g != nil || !errors.Is(err, pool.ErrSaturated) {
 			t.Fatalf("Acquire = %v, %v; want ErrSaturated", g, err)
 		}
-		var qe *QueueError
+		var qe *pool.QueueError
 		if !errors.As(err, &qe) || qe.Position != 1 || qe.EtaMs != (8*time.Minute).Milliseconds() {
 			t.Errorf("queue error = %+v, want position 1, eta 8m", qe)
 		}
 		if !strings.Contains(err.Error(), "queue position 1, eta ~8m") {
 			t.Errorf("message %q", err)
 		}
-		if q := tp.readQueue(); len(q) != 0 {
+		if q := readQueue(tp.Pool); len(q) != 0 {
 			t.Errorf("queue = %+v, want empty", q)
 		}
 		if calls := tp.runner.Calls(); len(calls) != 0 {
@@ -186,12 +187,12 @@ func TestAcquireNoWaitSaturated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = tp.Acquire(context.Background(), AcquireRequest{Owner: "agent-7", NoWait: true})
-		var qe *QueueError
-		if !errors.As(err, &qe) || !errors.Is(err, ErrSaturated) || qe.Position != 2 || qe.EtaMs != 2*(8*time.Minute).Milliseconds() {
+		_, err = tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "agent-7", NoWait: true})
+		var qe *pool.QueueError
+		if !errors.As(err, &qe) || !errors.Is(err, pool.ErrSaturated) || qe.Position != 2 || qe.EtaMs != 2*(8*time.Minute).Milliseconds() {
 			t.Errorf("err = %v (%+v), want saturated at position 2", err, qe)
 		}
-		if entries := tp.readQueue(); len(entries) != 1 || entries[0].ID != q.RequestID {
+		if entries := readQueue(tp.Pool); len(entries) != 1 || entries[0].ID != q.RequestID {
 			t.Errorf("queue = %+v, want only the async request", entries)
 		}
 	})
@@ -201,8 +202,8 @@ func TestAcquireNoWaitSaturated(t *testing.T) {
 		if _, err := tp.Release(context.Background(), "1", "holder", st.Record.Token, false); err != nil {
 			t.Fatal(err)
 		}
-		_, err := tp.Acquire(context.Background(), AcquireRequest{Owner: "agent-7", NoWait: true})
-		if !errors.Is(err, ErrSaturated) {
+		_, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "agent-7", NoWait: true})
+		if !errors.Is(err, pool.ErrSaturated) {
 			t.Errorf("err = %v, want ErrSaturated (the slot belongs to the queued request)", err)
 		}
 		if tp.slotState(t, "1") != lease.Free {
@@ -220,23 +221,23 @@ func TestAcquireCommandFailures(t *testing.T) {
 		event     string
 		wantCalls []provision.Action
 	}{
-		{"provision fails", provision.ActionProvision, ErrProvisionFailed, GrantResetFailed, "grant_reset_failed", []provision.Action{provision.ActionProvision}},
-		{"health fails", provision.ActionHealth, ErrHealthFailed, GrantHealthFailed, "grant_health_failed", []provision.Action{provision.ActionProvision, provision.ActionHealth}},
+		{"provision fails", provision.ActionProvision, pool.ErrProvisionFailed, pool.GrantResetFailed, "grant_reset_failed", []provision.Action{provision.ActionProvision}},
+		{"health fails", provision.ActionHealth, pool.ErrHealthFailed, pool.GrantHealthFailed, "grant_health_failed", []provision.Action{provision.ActionProvision, provision.ActionHealth}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tp := newTestPool(t, oneSlotPool, Options{})
+			tp := newTestPool(t, oneSlotPool, pool.Options{})
 			tp.runner.SetFail(func(_ context.Context, c call) error {
 				if c.Action == tc.failOn {
 					return &provision.ExitError{Status: 3}
 				}
 				return nil
 			})
-			g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: "ci-main", NoWait: true})
+			g, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "ci-main", NoWait: true})
 			if g != nil || !errors.Is(err, tc.sentinel) {
 				t.Fatalf("Acquire = %v, %v; want %v", g, err, tc.sentinel)
 			}
-			var se *SlotError
+			var se *pool.SlotError
 			if !errors.As(err, &se) || se.State != tc.state || se.Slot.ID != "1" {
 				t.Errorf("slot error = %+v", se)
 			}
@@ -271,7 +272,7 @@ func TestAcquireCommandFailures(t *testing.T) {
 			if ev := eventsNamed(logEvents(t, tp.Dir()), tc.event); len(ev) != 1 || ev[0]["request_id"] != id {
 				t.Errorf("%s events = %v", tc.event, ev)
 			}
-			if q := tp.readQueue(); len(q) != 0 {
+			if q := readQueue(tp.Pool); len(q) != 0 {
 				t.Errorf("queue = %+v, want empty", q)
 			}
 			// The slot is usable again.
@@ -311,7 +312,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tp *testPool
 			fr := &fakeRunner{}
-			tp = newTestPool(t, oneSlotPool, Options{TTLMinutes: tc.ttl, ScriptRunner: fr.run})
+			tp = newTestPool(t, oneSlotPool, pool.Options{TTLMinutes: tc.ttl, ScriptRunner: fr.run})
 			tp.runner = fr
 			fr.SetFail(func(ctx context.Context, c call) error {
 				if c.Action == provision.ActionProvision {
@@ -319,12 +320,12 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 				}
 				return nil
 			})
-			g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: "ci-main", NoWait: true})
-			if g != nil || !errors.Is(err, ErrLeaseLost) {
+			g, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "ci-main", NoWait: true})
+			if g != nil || !errors.Is(err, pool.ErrLeaseLost) {
 				t.Fatalf("Acquire = %+v, %v; want ErrLeaseLost and no grant", g, err)
 			}
-			var se *SlotError
-			if !errors.As(err, &se) || se.State != GrantLeaseLostReset {
+			var se *pool.SlotError
+			if !errors.As(err, &se) || se.State != pool.GrantLeaseLostReset {
 				t.Errorf("slot error = %+v", se)
 			}
 			files := grantFiles(t, tp.Dir())
@@ -333,7 +334,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 			}
 			var f map[string]any
 			readJSONFile(t, files[0], &f)
-			if f["state"] != GrantLeaseLostReset || f["ok"] != false || f["token"] != nil {
+			if f["state"] != pool.GrantLeaseLostReset || f["ok"] != false || f["token"] != nil {
 				t.Errorf("grant file = %v", f)
 			}
 			if ev := eventsNamed(logEvents(t, tp.Dir()), "grant_lease_lost_during_reset"); len(ev) != 1 {
@@ -347,21 +348,21 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 }
 
 func TestAcquireWaitTimeout(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "holder")
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
-	var positions []Position
+	var positions []pool.Position
 	var mu sync.Mutex
-	g, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", OnWait: func(p Position) {
+	g, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "agent-7", OnWait: func(p pool.Position) {
 		mu.Lock()
 		positions = append(positions, p)
 		mu.Unlock()
 	}})
-	if g != nil || !errors.Is(err, ErrTimeout) {
+	if g != nil || !errors.Is(err, pool.ErrTimeout) {
 		t.Fatalf("Acquire = %v, %v; want ErrTimeout", g, err)
 	}
-	var qe *QueueError
+	var qe *pool.QueueError
 	if !errors.As(err, &qe) || qe.Position != 1 || qe.RequestID == "" || qe.WaitedMs < 100 {
 		t.Errorf("queue error = %+v", qe)
 	}
@@ -370,13 +371,13 @@ func TestAcquireWaitTimeout(t *testing.T) {
 	if len(positions) != 1 || positions[0].Position != 1 || positions[0].EtaMs != (8*time.Minute).Milliseconds() {
 		t.Errorf("OnWait saw %+v, want one call with position 1", positions)
 	}
-	if q := tp.readQueue(); len(q) != 0 {
+	if q := readQueue(tp.Pool); len(q) != 0 {
 		t.Errorf("queue = %+v, want empty after the timeout", q)
 	}
 }
 
 func TestInvalidArguments(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -390,45 +391,45 @@ func TestInvalidArguments(t *testing.T) {
 			want error
 		}{name, err, want})
 	}
-	_, err := tp.Acquire(ctx, AcquireRequest{Owner: "bad owner"})
+	_, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "bad owner"})
 	add("acquire bad owner", err, errBadOwner)
 	_, err = tp.Request(ctx, "", "")
 	add("request empty owner", err, errBadOwner)
 	_, err = tp.Claim(ctx, "../x", "agent-7")
-	add("claim ../x", err, ErrInvalid)
+	add("claim ../x", err, pool.ErrInvalid)
 	_, err = tp.Claim(ctx, "", "agent-7")
-	add("claim empty id", err, ErrInvalid)
+	add("claim empty id", err, pool.ErrInvalid)
 	_, err = tp.Claim(ctx, "a/b", "agent-7")
-	add("claim a/b", err, ErrInvalid)
+	add("claim a/b", err, pool.ErrInvalid)
 	_, err = tp.Claim(ctx, strings.Repeat("a", 129), "agent-7")
-	add("claim too long", err, ErrInvalid)
+	add("claim too long", err, pool.ErrInvalid)
 	_, err = tp.Claim(ctx, "ok-id", "bad owner")
 	add("claim bad owner", err, errBadOwner)
 	_, err = tp.Claim(ctx, "0f1c8e4e-0000-4000-8000-000000000000", "agent-7")
-	add("claim unknown", err, ErrUnknownRequest)
+	add("claim unknown", err, pool.ErrUnknownRequest)
 	_, err = tp.Wait(ctx, "../x", "agent-7", 0)
-	add("wait ../x", err, ErrInvalid)
+	add("wait ../x", err, pool.ErrInvalid)
 	_, err = tp.Wait(ctx, "not-queued", "agent-7", 0)
-	add("wait not queued", err, ErrQueueEntryLost)
+	add("wait not queued", err, pool.ErrQueueEntryLost)
 	_, err = tp.Release(ctx, "9", "a", "t", false)
-	add("release unknown slot", err, ErrInvalid)
+	add("release unknown slot", err, pool.ErrInvalid)
 	_, err = tp.Release(ctx, "1", "", "", true)
-	add("force release without owner or bookkeeper", err, ErrInvalid)
+	add("force release without owner or bookkeeper", err, pool.ErrInvalid)
 	_, err = tp.Release(ctx, "1", "bad owner", "", true)
 	add("force release by a bad owner", err, errBadOwner)
 	_, err = tp.Reset(ctx, "9", "a", "t")
-	add("reset unknown slot", err, ErrInvalid)
+	add("reset unknown slot", err, pool.ErrInvalid)
 	_, err = tp.Reprovision(ctx, "9", "a")
-	add("reprovision unknown slot", err, ErrInvalid)
+	add("reprovision unknown slot", err, pool.ErrInvalid)
 	_, _, err = tp.Health(ctx, "9")
-	add("health unknown slot", err, ErrInvalid)
+	add("health unknown slot", err, pool.ErrInvalid)
 	_, err = tp.Pump(ctx, "bad owner")
 	add("pump bad owner", err, errBadOwner)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ok := errors.Is(tc.err, tc.want)
 			if tc.want == errBadOwner {
-				ok = errors.Is(tc.err, ErrInvalid) || errors.Is(tc.err, lease.ErrInvalid)
+				ok = errors.Is(tc.err, pool.ErrInvalid) || errors.Is(tc.err, lease.ErrInvalid)
 			}
 			if !ok {
 				t.Errorf("err = %v, want %v", tc.err, tc.want)
@@ -441,7 +442,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestReleaseStatsAndETA(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	if got := tp.MovingAvg(context.Background()); got != 8*time.Minute {
 		t.Errorf("MovingAvg without history = %v, want the 8m seed", got)
@@ -457,7 +458,7 @@ func TestReleaseStatsAndETA(t *testing.T) {
 	var st struct {
 		DurationsMs []float64 `json:"durationsMs"`
 	}
-	readJSONFile(t, filepath.Join(tp.Dir(), StatsFile), &st)
+	readJSONFile(t, filepath.Join(tp.Dir(), pool.StatsFile), &st)
 	want := []float64{3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000, 12000}
 	if !reflect.DeepEqual(st.DurationsMs, want) {
 		t.Errorf("durationsMs = %v, want the last 10: %v", st.DurationsMs, want)
@@ -500,7 +501,7 @@ func TestReleaseStatsAndETA(t *testing.T) {
 }
 
 func TestReleaseRefusals(t *testing.T) {
-	tp := newTestPool(t, `{"bookkeeper": "broker", "slots": [{"id": 1}]}`, Options{})
+	tp := newTestPool(t, `{"bookkeeper": "broker", "slots": [{"id": 1}]}`, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
 	if _, err := tp.Release(ctx, "1", "ci-main", "wrong", false); !errors.Is(err, lease.ErrNotOwner) {
@@ -525,10 +526,10 @@ func TestReleaseRefusals(t *testing.T) {
 func TestBadBookkeeperIsRefusedAtUse(t *testing.T) {
 	// The pool file accepts any bookkeeper string; the store's owner fence
 	// refuses it when release --force uses it.
-	tp := newTestPool(t, `{"bookkeeper": "no spaces", "slots": [{"id": 1}]}`, Options{})
+	tp := newTestPool(t, `{"bookkeeper": "no spaces", "slots": [{"id": 1}]}`, pool.Options{})
 	tp.mustAcquire(t, "ci-main")
 	_, err := tp.Release(context.Background(), "1", "", "", true)
-	if !errors.Is(err, ErrInvalid) && !errors.Is(err, lease.ErrInvalid) {
+	if !errors.Is(err, pool.ErrInvalid) && !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("force release with an invalid bookkeeper = %v", err)
 	}
 	if tp.slotState(t, "1") != lease.Held {
@@ -539,7 +540,7 @@ func TestBadBookkeeperIsRefusedAtUse(t *testing.T) {
 func TestReset(t *testing.T) {
 	ctx := context.Background()
 	t.Run("held slot runs reset then health", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		g := tp.mustAcquire(t, "ci-main")
 		tp.runner.Reset()
 		s, err := tp.Reset(ctx, "1", "ci-main", g.Token)
@@ -556,7 +557,7 @@ func TestReset(t *testing.T) {
 		}
 	})
 	t.Run("explicit reset command", func(t *testing.T) {
-		tp := newTestPool(t, `{"provision":"p","reset":"r","slots":[{"id":1}]}`, Options{})
+		tp := newTestPool(t, `{"provision":"p","reset":"r","slots":[{"id":1}]}`, pool.Options{})
 		g := tp.mustAcquire(t, "ci-main")
 		tp.runner.Reset()
 		if _, err := tp.Reset(ctx, "1", "ci-main", g.Token); err != nil {
@@ -582,7 +583,7 @@ func TestReset(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tp := newTestPool(t, oneSlotPool, Options{})
+			tp := newTestPool(t, oneSlotPool, pool.Options{})
 			owner, token := tc.setup(tp)
 			tp.runner.Reset()
 			if _, err := tp.Reset(ctx, "1", owner, token); !errors.Is(err, tc.want) {
@@ -594,7 +595,7 @@ func TestReset(t *testing.T) {
 		})
 	}
 	t.Run("failing reset", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		g := tp.mustAcquire(t, "ci-main")
 		tp.runner.SetFail(func(_ context.Context, c call) error {
 			if c.Action == provision.ActionReset {
@@ -603,8 +604,8 @@ func TestReset(t *testing.T) {
 			return nil
 		})
 		_, err := tp.Reset(ctx, "1", "ci-main", g.Token)
-		var se *SlotError
-		if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &se) || se.State != GrantResetFailed || !errors.Is(se.Cause, errBoom) {
+		var se *pool.SlotError
+		if !errors.Is(err, pool.ErrProvisionFailed) || !errors.As(err, &se) || se.State != pool.GrantResetFailed || !errors.Is(se.Cause, errBoom) {
 			t.Errorf("Reset = %v", err)
 		}
 	})
@@ -613,7 +614,7 @@ func TestReset(t *testing.T) {
 func TestReprovision(t *testing.T) {
 	ctx := context.Background()
 	t.Run("held slot is refused", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		g := tp.mustAcquire(t, "ci-main")
 		tp.runner.Reset()
 		if _, err := tp.Reprovision(ctx, "1", "broker"); !errors.Is(err, lease.ErrHeld) {
@@ -628,7 +629,7 @@ func TestReprovision(t *testing.T) {
 		}
 	})
 	t.Run("free slot runs reset and health and stays free", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		s, err := tp.Reprovision(ctx, "1", "broker")
 		if err != nil || s.ID != "1" {
 			t.Fatalf("Reprovision = %v, %v", s, err)
@@ -645,7 +646,7 @@ func TestReprovision(t *testing.T) {
 		}
 	})
 	t.Run("failing health leaves the slot free", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		tp.runner.SetFail(func(_ context.Context, c call) error {
 			if c.Action == provision.ActionHealth {
 				return errBoom
@@ -653,7 +654,7 @@ func TestReprovision(t *testing.T) {
 			return nil
 		})
 		_, err := tp.Reprovision(ctx, "1", "broker")
-		if !errors.Is(err, ErrHealthFailed) {
+		if !errors.Is(err, pool.ErrHealthFailed) {
 			t.Errorf("Reprovision = %v, want ErrHealthFailed", err)
 		}
 		if tp.slotState(t, "1") != lease.Free {
@@ -664,7 +665,7 @@ func TestReprovision(t *testing.T) {
 		}
 	})
 	t.Run("expired slot is taken over", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		tp.mustAcquire(t, "ci-main")
 		tp.clock.Advance(31 * time.Minute)
 		if _, err := tp.Reprovision(ctx, "1", "broker"); err != nil {
@@ -682,7 +683,7 @@ func TestReprovision(t *testing.T) {
 func TestHealth(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no health command", func(t *testing.T) {
-		tp := newTestPool(t, `{"provision":"p","slots":[{"id":1}]}`, Options{})
+		tp := newTestPool(t, `{"provision":"p","slots":[{"id":1}]}`, pool.Options{})
 		s, checked, err := tp.Health(ctx, "1")
 		if err != nil || checked || s.ID != "1" {
 			t.Errorf("Health = %v, %v, %v; want not checked", s, checked, err)
@@ -692,7 +693,7 @@ func TestHealth(t *testing.T) {
 		}
 	})
 	t.Run("health command from options", func(t *testing.T) {
-		tp := newTestPool(t, `{"slots":[{"id":1}]}`, Options{Health: "opt-health"})
+		tp := newTestPool(t, `{"slots":[{"id":1}]}`, pool.Options{Health: "opt-health"})
 		_, checked, err := tp.Health(ctx, "1")
 		if err != nil || !checked {
 			t.Errorf("Health = %v, %v", checked, err)
@@ -702,10 +703,10 @@ func TestHealth(t *testing.T) {
 		}
 	})
 	t.Run("failing health needs no lease", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{})
+		tp := newTestPool(t, oneSlotPool, pool.Options{})
 		tp.runner.SetFail(func(context.Context, call) error { return errBoom })
 		_, checked, err := tp.Health(ctx, "1")
-		if !checked || !errors.Is(err, ErrHealthFailed) {
+		if !checked || !errors.Is(err, pool.ErrHealthFailed) {
 			t.Errorf("Health = %v, %v", checked, err)
 		}
 		if tp.slotState(t, "1") != lease.Free {
@@ -718,40 +719,40 @@ func TestOpenCommandOverrides(t *testing.T) {
 	tests := []struct {
 		name      string
 		file      string
-		opts      Options
+		opts      pool.Options
 		provision string
 		reset     string
 	}{
-		{"file only", `{"provision":"p","slots":[{"id":1}]}`, Options{}, "p", "p"},
-		{"option provision also resets", `{"provision":"p","slots":[{"id":1}]}`, Options{Provision: "P"}, "P", "P"},
-		{"option provision keeps the file reset", `{"provision":"p","reset":"r","slots":[{"id":1}]}`, Options{Provision: "P"}, "P", "r"},
-		{"option reset", `{"provision":"p","slots":[{"id":1}]}`, Options{Reset: "R"}, "p", "R"},
+		{"file only", `{"provision":"p","slots":[{"id":1}]}`, pool.Options{}, "p", "p"},
+		{"option provision also resets", `{"provision":"p","slots":[{"id":1}]}`, pool.Options{Provision: "P"}, "P", "P"},
+		{"option provision keeps the file reset", `{"provision":"p","reset":"r","slots":[{"id":1}]}`, pool.Options{Provision: "P"}, "P", "r"},
+		{"option reset", `{"provision":"p","slots":[{"id":1}]}`, pool.Options{Reset: "R"}, "p", "R"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newTestPool(t, tc.file, tc.opts)
-			if tp.cmds.provision != tc.provision || tp.cmds.reset != tc.reset {
-				t.Errorf("provision %q reset %q, want %q %q", tp.cmds.provision, tp.cmds.reset, tc.provision, tc.reset)
+			if provision, reset := tp.CommandsForTest(); provision != tc.provision || reset != tc.reset {
+				t.Errorf("provision %q reset %q, want %q %q", provision, reset, tc.provision, tc.reset)
 			}
 		})
 	}
 	t.Run("poll is capped at a third of the waiter stale bound", func(t *testing.T) {
-		tp := newTestPool(t, `{"waiterStaleMs":300,"slots":[{"id":1}]}`, Options{Poll: time.Hour})
-		if tp.poll != 100*time.Millisecond {
-			t.Errorf("poll = %v", tp.poll)
+		tp := newTestPool(t, `{"waiterStaleMs":300,"slots":[{"id":1}]}`, pool.Options{Poll: time.Hour})
+		if tp.PollForTest() != 100*time.Millisecond {
+			t.Errorf("poll = %v", tp.PollForTest())
 		}
 	})
 	t.Run("bad ttl option", func(t *testing.T) {
-		cfg, _ := Parse([]byte(`{"slots":[{"id":1}]}`), t.TempDir())
+		cfg, _ := pool.Parse([]byte(`{"slots":[{"id":1}]}`), t.TempDir())
 		st, _ := dirstore.Open(t.TempDir())
-		if _, err := Open(st, cfg, Options{TTLMinutes: -1}); !errors.Is(err, ErrInvalid) {
+		if _, err := pool.Open(st, cfg, pool.Options{TTLMinutes: -1}); !errors.Is(err, pool.ErrInvalid) {
 			t.Errorf("Open = %v", err)
 		}
 	})
 }
 
 func TestSweepReapsExpiredSlot(t *testing.T) {
-	tp := newTestPool(t, twoSlotPool, Options{})
+	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
 	tp.clock.Advance(30 * time.Minute)
@@ -766,7 +767,7 @@ func TestSweepReapsExpiredSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ReapedSlot{{Slot: json.Number("1"), PreviousOwner: "ci-main"}}
+	want := []pool.ReapedSlot{{Slot: json.Number("1"), PreviousOwner: "ci-main"}}
 	if !reflect.DeepEqual(sw.ReapedSlots, want) {
 		t.Errorf("reaped = %+v, want %+v", sw.ReapedSlots, want)
 	}
@@ -786,7 +787,7 @@ func TestSweepReapsExpiredSlot(t *testing.T) {
 }
 
 func TestLazySweepOnAcquire(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "dead-holder")
 	tp.clock.Advance(31 * time.Minute)
 	tp.runner.Reset()
@@ -803,7 +804,7 @@ func TestLazySweepOnAcquire(t *testing.T) {
 }
 
 func TestSweepDropsStaleEntry(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
 	q, err := tp.Request(ctx, "agent-7", "agent-7")
@@ -822,7 +823,7 @@ func TestSweepDropsStaleEntry(t *testing.T) {
 	if len(sw.DroppedEntries) != 1 || sw.DroppedEntries[0].ID != q.RequestID || sw.DroppedEntries[0].Owner != "agent-7" {
 		t.Fatalf("dropped = %+v", sw.DroppedEntries)
 	}
-	if entries := tp.readQueue(); len(entries) != 0 {
+	if entries := readQueue(tp.Pool); len(entries) != 0 {
 		t.Errorf("queue = %+v", entries)
 	}
 	ev := eventsNamed(logEvents(t, tp.Dir()), "queue_entry_dropped_stale")
@@ -832,10 +833,10 @@ func TestSweepDropsStaleEntry(t *testing.T) {
 	if e, _ := ev[0]["entry"].(map[string]any); e["id"] != q.RequestID {
 		t.Errorf("event = %v", ev[0])
 	}
-	if _, err := tp.Claim(ctx, q.RequestID, "agent-7"); !errors.Is(err, ErrUnknownRequest) {
+	if _, err := tp.Claim(ctx, q.RequestID, "agent-7"); !errors.Is(err, pool.ErrUnknownRequest) {
 		t.Errorf("Claim of a dropped request = %v", err)
 	}
-	if _, err := tp.Wait(ctx, q.RequestID, "agent-7", 0); !errors.Is(err, ErrQueueEntryLost) {
+	if _, err := tp.Wait(ctx, q.RequestID, "agent-7", 0); !errors.Is(err, pool.ErrQueueEntryLost) {
 		t.Errorf("Wait of a dropped request = %v", err)
 	}
 }
@@ -848,7 +849,7 @@ func TestSweepDropsStaleEntry(t *testing.T) {
 // goes stale in between disappears from the journal (seen in
 // TestProcessesKilledWaiterIsDropped).
 func TestStaleDropIsJournaled(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
 	a, err := tp.Request(ctx, "agent-a", "")
@@ -861,10 +862,10 @@ func TestStaleDropIsJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.clock.Advance(31 * time.Second) // a: 91 s silent (stale); b: 31 s (live)
-	if _, _, err := tp.heartbeatEntry(ctx, b.RequestID, "agent-b"); err != nil {
+	if _, _, err := tp.HeartbeatEntryForTest(ctx, b.RequestID, "agent-b"); err != nil {
 		t.Fatal(err)
 	}
-	if entries := tp.readQueue(); len(entries) != 1 || entries[0].ID != b.RequestID {
+	if entries := readQueue(tp.Pool); len(entries) != 1 || entries[0].ID != b.RequestID {
 		t.Fatalf("queue = %+v, want only b", entries)
 	}
 	if ev := eventsNamed(logEvents(t, tp.Dir()), "queue_entry_dropped_stale"); len(ev) != 1 {
@@ -874,14 +875,14 @@ func TestStaleDropIsJournaled(t *testing.T) {
 }
 
 func TestSweepDeletesOldGrantFiles(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-main")
-	path := tp.grantPath(g.RequestID)
+	path := grantPath(tp.Pool, g.RequestID)
 	old := t0.Add(-25 * time.Hour)
 	if err := os.Chtimes(path, old, old); err != nil {
 		t.Fatal(err)
 	}
-	young := filepath.Join(tp.Dir(), GrantsDir, "young.json")
+	young := filepath.Join(tp.Dir(), pool.GrantsDir, "young.json")
 	if err := os.WriteFile(young, []byte("{}"), 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -901,7 +902,7 @@ func TestSweepDeletesOldGrantFiles(t *testing.T) {
 
 // waitResult is what a Wait goroutine returned.
 type waitResult struct {
-	g   *Grant
+	g   *pool.Grant
 	err error
 }
 
@@ -940,9 +941,9 @@ func recv(t *testing.T, ch <-chan waitResult) waitResult {
 func TestRequestWaitClaim(t *testing.T) {
 	var (
 		mu     sync.Mutex
-		nudges []Nudge
+		nudges []pool.Nudge
 	)
-	tp := newTestPool(t, oneSlotPool, Options{Notify: func(_ context.Context, n Nudge) {
+	tp := newTestPool(t, oneSlotPool, pool.Options{Notify: func(_ context.Context, n pool.Nudge) {
 		mu.Lock()
 		nudges = append(nudges, n)
 		mu.Unlock()
@@ -982,7 +983,7 @@ func TestRequestWaitClaim(t *testing.T) {
 		t.Fatalf("Wait = %+v", r)
 	}
 	g := r.g
-	if g.RequestID != q.RequestID || g.Mode != ModeAsync || g.Owner != "agent-7" || g.Slot != json.Number("1") {
+	if g.RequestID != q.RequestID || g.Mode != pool.ModeAsync || g.Owner != "agent-7" || g.Slot != json.Number("1") {
 		t.Errorf("grant = %+v", g)
 	}
 
@@ -1001,7 +1002,7 @@ func TestRequestWaitClaim(t *testing.T) {
 	if nm["requestId"] != q.RequestID || nm["request_id"] != q.RequestID || nm["event"] != "lease-granted" || nm["session"] != "session-7" {
 		t.Errorf("nudge JSON = %s", b)
 	}
-	if _, err := os.Stat(filepath.Join(tp.Dir(), NudgesFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(tp.Dir(), pool.NudgesFile)); !os.IsNotExist(err) {
 		t.Errorf("an injected Notify still wrote nudges.jsonl: %v", err)
 	}
 
@@ -1012,22 +1013,22 @@ func TestRequestWaitClaim(t *testing.T) {
 	var token, state string
 	_ = json.Unmarshal(c.Grant["token"], &token)
 	_ = json.Unmarshal(c.Grant["state"], &state)
-	if token != g.Token || state != GrantReady {
+	if token != g.Token || state != pool.GrantReady {
 		t.Errorf("claimed grant token %q state %q", token, state)
 	}
 
 	t.Run("claim after the lease expired", func(t *testing.T) {
 		tp.clock.Advance(31 * time.Minute)
 		_, err := tp.Claim(ctx, q.RequestID, "agent-7")
-		var ce *ClaimError
-		if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != GrantLeaseLost || string(ce.Slot) != "1" {
+		var ce *pool.ClaimError
+		if !errors.Is(err, pool.ErrLeaseLost) || !errors.As(err, &ce) || ce.State != pool.GrantLeaseLost || string(ce.Slot) != "1" {
 			t.Errorf("Claim = %v (%+v), want ErrLeaseLost with state lease_lost", err, ce)
 		}
 	})
 }
 
 func TestClaimAfterRelease(t *testing.T) {
-	tp := newTestPool(t, twoSlotPool, Options{Notify: func(context.Context, Nudge) {}})
+	tp := newTestPool(t, twoSlotPool, pool.Options{Notify: func(context.Context, pool.Nudge) {}})
 	ctx := context.Background()
 	q, err := tp.Request(ctx, "agent-7", "")
 	if err != nil {
@@ -1048,20 +1049,20 @@ func TestClaimAfterRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = tp.Claim(ctx, q.RequestID, "agent-7")
-	var ce *ClaimError
-	if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &ce) || ce.State != GrantLeaseLost {
+	var ce *pool.ClaimError
+	if !errors.Is(err, pool.ErrLeaseLost) || !errors.As(err, &ce) || ce.State != pool.GrantLeaseLost {
 		t.Errorf("Claim after release = %v", err)
 	}
 	t.Run("slot held again by someone else", func(t *testing.T) {
 		tp.mustAcquire(t, "ci-main") // takes slot 1 again, with a new token
-		if _, err := tp.Claim(ctx, q.RequestID, "agent-7"); !errors.Is(err, ErrLeaseLost) {
+		if _, err := tp.Claim(ctx, q.RequestID, "agent-7"); !errors.Is(err, pool.ErrLeaseLost) {
 			t.Errorf("Claim with another holder = %v", err)
 		}
 	})
 }
 
 func TestClaimFailedGrant(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.runner.SetFail(func(_ context.Context, c call) error {
 		if c.Action == provision.ActionProvision {
@@ -1074,18 +1075,18 @@ func TestClaimFailedGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	done, _ := startWait(t, tp, q.RequestID, "agent-7")
-	if r := recv(t, done); !errors.Is(r.err, ErrProvisionFailed) {
+	if r := recv(t, done); !errors.Is(r.err, pool.ErrProvisionFailed) {
 		t.Fatalf("Wait = %+v", r)
 	}
 	_, err = tp.Claim(ctx, q.RequestID, "agent-7")
-	var ce *ClaimError
-	if !errors.Is(err, ErrProvisionFailed) || !errors.As(err, &ce) || ce.State != GrantResetFailed || !strings.Contains(ce.Note, "boom") {
+	var ce *pool.ClaimError
+	if !errors.Is(err, pool.ErrProvisionFailed) || !errors.As(err, &ce) || ce.State != pool.GrantResetFailed || !strings.Contains(ce.Note, "boom") {
 		t.Errorf("Claim = %v (%+v)", err, ce)
 	}
 }
 
 func TestMissedNudgeIsRecoveredByClaim(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{}) // the default notifier, no command
+	tp := newTestPool(t, oneSlotPool, pool.Options{}) // the default notifier, no command
 	ctx := context.Background()
 	q, err := tp.Request(ctx, "agent-7", "session-7")
 	if err != nil {
@@ -1096,7 +1097,7 @@ func TestMissedNudgeIsRecoveredByClaim(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	lines := jsonLines(t, filepath.Join(tp.Dir(), NudgesFile))
+	lines := jsonLines(t, filepath.Join(tp.Dir(), pool.NudgesFile))
 	if len(lines) != 1 {
 		t.Fatalf("nudges.jsonl has %d lines", len(lines))
 	}
@@ -1121,11 +1122,11 @@ func TestNudgeCommand(t *testing.T) {
 	tests := []struct {
 		name string
 		file string
-		opts Options
+		opts pool.Options
 		out  string // relative to the pool file's directory
 	}{
-		{"from options", oneSlotPool, Options{NudgeCommand: "cat > nudge.out"}, "nudge.out"},
-		{"from the pool file, in its cwd", `{"cwd":"sub","nudgeCommand":"cat >> nudge.out","slots":[{"id":1}]}`, Options{}, "sub/nudge.out"},
+		{"from options", oneSlotPool, pool.Options{NudgeCommand: "cat > nudge.out"}, "nudge.out"},
+		{"from the pool file, in its cwd", `{"cwd":"sub","nudgeCommand":"cat >> nudge.out","slots":[{"id":1}]}`, pool.Options{}, "sub/nudge.out"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1146,7 +1147,7 @@ func TestNudgeCommand(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the nudge command wrote nothing: %v", err)
 			}
-			want, err := os.ReadFile(filepath.Join(tp.Dir(), NudgesFile))
+			want, err := os.ReadFile(filepath.Join(tp.Dir(), pool.NudgesFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1156,7 +1157,7 @@ func TestNudgeCommand(t *testing.T) {
 		})
 	}
 	t.Run("a failing nudge command does not fail the grant", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{NudgeCommand: "exit 7"})
+		tp := newTestPool(t, oneSlotPool, pool.Options{NudgeCommand: "exit 7"})
 		q, err := tp.Request(context.Background(), "agent-7", "")
 		if err != nil {
 			t.Fatal(err)
@@ -1167,19 +1168,19 @@ func TestNudgeCommand(t *testing.T) {
 		}
 	})
 	t.Run("blocking acquires are never nudged", func(t *testing.T) {
-		tp := newTestPool(t, oneSlotPool, Options{NudgeCommand: "cat > nudge.out"})
+		tp := newTestPool(t, oneSlotPool, pool.Options{NudgeCommand: "cat > nudge.out"})
 		tp.mustAcquire(t, "ci-main")
 		if _, err := os.Stat(filepath.Join(tp.root, "nudge.out")); !os.IsNotExist(err) {
 			t.Errorf("a blocking grant ran the nudge command")
 		}
-		if _, err := os.Stat(filepath.Join(tp.Dir(), NudgesFile)); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(tp.Dir(), pool.NudgesFile)); !os.IsNotExist(err) {
 			t.Errorf("a blocking grant wrote nudges.jsonl")
 		}
 	})
 }
 
 func TestWaitCancelled(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
 	q, err := tp.Request(ctx, "agent-7", "")
@@ -1192,7 +1193,7 @@ func TestWaitCancelled(t *testing.T) {
 	if r := recv(t, done); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Wait = %+v, want context.Canceled", r)
 	}
-	if entries := tp.readQueue(); len(entries) != 0 {
+	if entries := readQueue(tp.Pool); len(entries) != 0 {
 		t.Errorf("queue = %+v, want the request gone", entries)
 	}
 	if ev := eventsNamed(logEvents(t, tp.Dir()), "request_abandoned"); len(ev) != 1 || ev[0]["request_id"] != q.RequestID {
@@ -1203,12 +1204,12 @@ func TestWaitCancelled(t *testing.T) {
 // TestBlockingWaitersFIFO: in-process waiters are granted in queue order.
 // race_test.go checks the same with real processes.
 func TestBlockingWaitersFIFO(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	holder := tp.mustAcquire(t, "holder")
 	const n = 4
 	type res struct {
 		i int
-		g *Grant
+		g *pool.Grant
 	}
 	order := make(chan res, n)
 	var wg sync.WaitGroup
@@ -1218,7 +1219,7 @@ func TestBlockingWaitersFIFO(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			g, err := tp.Acquire(ctx, AcquireRequest{Owner: "waiter-" + string(rune('a'+i))})
+			g, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "waiter-" + string(rune('a'+i))})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				return
@@ -1230,7 +1231,7 @@ func TestBlockingWaitersFIFO(t *testing.T) {
 			}
 		}()
 		deadline := time.Now().Add(10 * time.Second)
-		for len(tp.readQueue()) != i+1 {
+		for len(readQueue(tp.Pool)) != i+1 {
 			if time.Now().After(deadline) {
 				t.Fatalf("waiter %d never queued", i)
 			}
@@ -1256,7 +1257,7 @@ func TestBlockingWaitersFIFO(t *testing.T) {
 // or skewed stamp cannot hold the head of the queue; one stamped within the
 // allowance is a live waiter.
 func TestFutureEntryIsStale(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
 	q, err := tp.Request(ctx, "agent-7", "agent-7")
@@ -1285,7 +1286,7 @@ func TestFutureEntryIsStale(t *testing.T) {
 func TestClaimWhileProvisioning(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	tp := newTestPool(t, oneSlotPool, Options{ScriptRunner: func(ctx context.Context, a provision.Action, s *Slot, script string) error {
+	tp := newTestPool(t, oneSlotPool, pool.Options{ScriptRunner: func(ctx context.Context, a provision.Action, s *pool.Slot, script string) error {
 		if a == provision.ActionProvision {
 			started <- struct{}{}
 			<-release

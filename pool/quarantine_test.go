@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -26,7 +27,7 @@ func failSlot(tp *testPool, id string, action provision.Action) {
 	})
 }
 
-func (tp *testPool) status(t *testing.T) *Status {
+func (tp *testPool) status(t *testing.T) *pool.Status {
 	t.Helper()
 	st, err := tp.Status(context.Background())
 	if err != nil {
@@ -37,13 +38,13 @@ func (tp *testPool) status(t *testing.T) *Status {
 
 func TestQuarantineAfterFailuresInARow(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, twoSlotPool, Options{})
+	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	failSlot(tp, "1", provision.ActionProvision)
 	// Slot 1 comes first, fails, and goes back; the third failure in a
 	// row quarantines it.
 	for i := 1; i <= 3; i++ {
-		_, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true})
-		if !errors.Is(err, ErrProvisionFailed) {
+		_, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "ci-a", NoWait: true})
+		if !errors.Is(err, pool.ErrProvisionFailed) {
 			t.Fatalf("acquire %d = %v, want ErrProvisionFailed", i, err)
 		}
 		q := tp.status(t).Slots[0].Quarantine
@@ -52,10 +53,10 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 		}
 	}
 	q := tp.status(t).Slots[0].Quarantine
-	if q.By != ByPool || q.Failures != 3 || !strings.Contains(q.Reason, "3 failures in a row") || !strings.Contains(q.Reason, "provision failed") {
+	if q.By != pool.ByPool || q.Failures != 3 || !strings.Contains(q.Reason, "3 failures in a row") || !strings.Contains(q.Reason, "provision failed") {
 		t.Errorf("quarantine %+v", q)
 	}
-	if ev := eventsNamed(logEvents(t, tp.Dir()), "slot_quarantined"); len(ev) != 1 || ev[0]["by"] != ByPool || ev[0]["failures"] != 3.0 {
+	if ev := eventsNamed(logEvents(t, tp.Dir()), "slot_quarantined"); len(ev) != 1 || ev[0]["by"] != pool.ByPool || ev[0]["failures"] != 3.0 {
 		t.Errorf("log: %v", ev)
 	}
 	// Waiters never get it: the next grants are slot 2's.
@@ -73,9 +74,9 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 	}
 	for _, noWait := range []bool{true, false} {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := tp.Acquire(wctx, AcquireRequest{Owner: "ci-c", NoWait: noWait})
+		_, err := tp.Acquire(wctx, pool.AcquireRequest{Owner: "ci-c", NoWait: noWait})
 		cancel()
-		if !errors.Is(err, ErrQuarantined) {
+		if !errors.Is(err, pool.ErrQuarantined) {
 			t.Fatalf("acquire (no wait %v) with every slot quarantined = %v, want ErrQuarantined", noWait, err)
 		}
 	}
@@ -88,8 +89,8 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 	}
 	// Unquarantine runs reset and health first, and refuses while they fail.
 	failSlot(tp, "1", provision.ActionReset)
-	var se *SlotError
-	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.As(err, &se) || se.State != GrantResetFailed {
+	var se *pool.SlotError
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.As(err, &se) || se.State != pool.GrantResetFailed {
 		t.Fatalf("unquarantine with a failing reset = %v", err)
 	}
 	if tp.status(t).Slots[0].Quarantine == nil {
@@ -107,7 +108,7 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 	if st := tp.status(t); st.Slots[0].State != lease.Free || st.Slots[0].Quarantine != nil {
 		t.Errorf("after unquarantine: %+v", st.Slots[0])
 	}
-	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, ErrNotQuarantined) {
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, pool.ErrNotQuarantined) {
 		t.Errorf("unquarantine of a slot in rotation = %v", err)
 	}
 	tp.mustAcquire(t, "ci-d") // slot 1 again
@@ -115,11 +116,11 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 
 func TestQuarantineCountsOnlyFailuresInARow(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	fail := func(n int) {
 		failSlot(tp, "1", provision.ActionHealth)
 		for i := 0; i < n; i++ {
-			if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, ErrHealthFailed) {
+			if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, pool.ErrHealthFailed) {
 				t.Fatalf("acquire = %v, want ErrHealthFailed", err)
 			}
 		}
@@ -142,10 +143,10 @@ func TestQuarantineCountsOnlyFailuresInARow(t *testing.T) {
 
 func TestQuarantineAfterZeroNeverQuarantines(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, `{"quarantineAfter": 0, "provision": "p", "slots": [{"id": 1}]}`, Options{})
+	tp := newTestPool(t, `{"quarantineAfter": 0, "provision": "p", "slots": [{"id": 1}]}`, pool.Options{})
 	failSlot(tp, "1", "")
 	for i := 0; i < 5; i++ {
-		if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, ErrProvisionFailed) {
+		if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "ci-a", NoWait: true}); !errors.Is(err, pool.ErrProvisionFailed) {
 			t.Fatalf("acquire = %v", err)
 		}
 	}
@@ -156,7 +157,7 @@ func TestQuarantineAfterZeroNeverQuarantines(t *testing.T) {
 
 func TestProbeQuarantinesAndRestores(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}, {"id": 2}]}`, Options{})
+	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}, {"id": 2}]}`, pool.Options{})
 	failSlot(tp, "1", provision.ActionHealth)
 	for i := 1; i <= 3; i++ {
 		sw, err := tp.Pump(ctx, "broker")
@@ -172,7 +173,7 @@ func TestProbeQuarantinesAndRestores(t *testing.T) {
 		}
 		tp.clock.Advance(time.Minute)
 	}
-	if q := tp.status(t).Slots[0].Quarantine; q == nil || q.By != ByPool {
+	if q := tp.status(t).Slots[0].Quarantine; q == nil || q.By != pool.ByPool {
 		t.Fatalf("slot 1 after three failed probes: %+v", q)
 	}
 	// Healthy again: the next probe resets, checks and restores it.
@@ -202,16 +203,16 @@ func TestProbeQuarantinesAndRestores(t *testing.T) {
 
 func TestQuarantineRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, twoSlotPool, Options{})
+	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	for _, reason := range []string{"", "   ", strings.Repeat("x", 1001), "\xff"} {
-		if _, err := tp.Quarantine(ctx, "1", "ops", reason, false); !errors.Is(err, ErrInvalid) {
+		if _, err := tp.Quarantine(ctx, "1", "ops", reason, false); !errors.Is(err, pool.ErrInvalid) {
 			t.Errorf("reason %q: %v, want ErrInvalid", reason, err)
 		}
 	}
-	if _, err := tp.Quarantine(ctx, "9", "ops", "x", false); !errors.Is(err, ErrInvalid) {
+	if _, err := tp.Quarantine(ctx, "9", "ops", "x", false); !errors.Is(err, pool.ErrInvalid) {
 		t.Errorf("unknown slot: %v", err)
 	}
-	if _, err := tp.Quarantine(ctx, "1", "bad owner", "x", false); !errors.Is(err, ErrInvalid) {
+	if _, err := tp.Quarantine(ctx, "1", "bad owner", "x", false); !errors.Is(err, pool.ErrInvalid) {
 		t.Errorf("bad owner: %v", err)
 	}
 	if st := tp.status(t); st.Slots[0].State != lease.Free {
@@ -224,7 +225,7 @@ func TestQuarantineRefusesBadInput(t *testing.T) {
 // refused, and the commands never run twice at the same time.
 func TestUnquarantineRacers(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestUnquarantineRacers(t *testing.T) {
 	if (e1 == nil) == (e2 == nil) {
 		t.Fatalf("unquarantine results %v and %v: want exactly one success", e1, e2)
 	}
-	if lost := errors.Join(e1, e2); !errors.Is(lost, ErrNotQuarantined) {
+	if lost := errors.Join(e1, e2); !errors.Is(lost, pool.ErrNotQuarantined) {
 		t.Errorf("the loser: %v, want ErrNotQuarantined", lost)
 	}
 	if most != 1 {
@@ -268,7 +269,7 @@ func TestUnquarantineRacers(t *testing.T) {
 // journal has the forced release.
 func TestQuarantineForceIsOneChange(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-a")
 	if _, err := tp.Quarantine(ctx, "1", "ops", "smoke", true); err != nil {
 		t.Fatal(err)
@@ -291,7 +292,7 @@ func TestQuarantineForceIsOneChange(t *testing.T) {
 // document that its claim reports.
 func TestRequestWithEverySlotQuarantined(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	q, err := tp.Request(ctx, "ci-a", "")
 	if err != nil {
 		t.Fatal(err)
@@ -299,14 +300,14 @@ func TestRequestWithEverySlotQuarantined(t *testing.T) {
 	if _, err := tp.Quarantine(ctx, "1", "ops", "down", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tp.Request(ctx, "ci-b", ""); !errors.Is(err, ErrQuarantined) {
+	if _, err := tp.Request(ctx, "ci-b", ""); !errors.Is(err, pool.ErrQuarantined) {
 		t.Fatalf("request with every slot quarantined = %v", err)
 	}
-	if _, err := tp.Wait(ctx, q.RequestID, "ci-a", 5*time.Second); !errors.Is(err, ErrQuarantined) {
+	if _, err := tp.Wait(ctx, q.RequestID, "ci-a", 5*time.Second); !errors.Is(err, pool.ErrQuarantined) {
 		t.Fatalf("the waiter = %v, want ErrQuarantined", err)
 	}
-	var ce *ClaimError
-	if _, err := tp.Claim(ctx, q.RequestID, "ci-a"); !errors.As(err, &ce) || ce.State != GrantQuarantined || !errors.Is(err, ErrQuarantined) {
+	var ce *pool.ClaimError
+	if _, err := tp.Claim(ctx, q.RequestID, "ci-a"); !errors.As(err, &ce) || ce.State != pool.GrantQuarantined || !errors.Is(err, pool.ErrQuarantined) {
 		t.Fatalf("claim = %v, want the quarantined state", err)
 	}
 }
@@ -316,16 +317,16 @@ func TestRequestWithEverySlotQuarantined(t *testing.T) {
 // cannot be read.
 func TestProbeScheduleAgainstOddLogs(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}]}`, Options{})
+	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}]}`, pool.Options{})
 	ahead := `{"at":"` + lease.FormatTime(t0.Add(24*time.Hour)) + `","event":"slots_probed"}`
-	if err := tp.backend.AppendLog(ctx, []byte(ahead)); err != nil {
+	if err := tp.Backend().AppendLog(ctx, []byte(ahead)); err != nil {
 		t.Fatal(err)
 	}
 	if sw, err := tp.Pump(ctx, "broker"); err != nil || len(sw.Probed) != 1 {
 		t.Fatalf("pump after a probe stamped a day ahead: %+v, %v; want a probe", sw.Probed, err)
 	}
 	// pool.log replaced by a symlink: the log cannot be read, no probe.
-	log := filepath.Join(tp.Dir(), LogFile)
+	log := filepath.Join(tp.Dir(), pool.LogFile)
 	if err := os.Remove(log); err != nil {
 		t.Fatal(err)
 	}
@@ -345,24 +346,24 @@ func TestProbeScheduleAgainstOddLogs(t *testing.T) {
 // and history still works.
 func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-a") // creates the pool directory and log
 	if _, err := tp.Release(ctx, "1", g.Owner, g.Token, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("/etc/passwd", filepath.Join(tp.Dir(), LogFile+".1")); err != nil {
+	if err := os.Symlink("/etc/passwd", filepath.Join(tp.Dir(), pool.LogFile+".1")); err != nil {
 		t.Fatal(err)
 	}
 	failSlot(tp, "1", provision.ActionProvision)
 	for i := 0; i < 3; i++ {
-		if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "ci-b", NoWait: true}); !errors.Is(err, ErrProvisionFailed) {
+		if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "ci-b", NoWait: true}); !errors.Is(err, pool.ErrProvisionFailed) {
 			t.Fatalf("acquire %d = %v", i, err)
 		}
 	}
 	if q := tp.status(t).Slots[0].Quarantine; q == nil {
 		t.Fatal("not quarantined after 3 failures with an unreadable pool.log.1")
 	}
-	if _, err := tp.History(ctx, HistoryOptions{}); err != nil {
+	if _, err := tp.History(ctx, pool.HistoryOptions{}); err != nil {
 		t.Errorf("history: %v", err)
 	}
 }
@@ -372,7 +373,7 @@ func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
 // fresh and takes it over once it is liftStale old.
 func TestLiftOfADeadRestorer(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {
 		t.Fatal(err)
 	}
@@ -382,13 +383,13 @@ func TestLiftOfADeadRestorer(t *testing.T) {
 		TTLMinutes: lease.MaxTTLMinutes, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, ErrNotQuarantined) || !strings.Contains(err.Error(), "being restored by ops-dead") {
+	if _, err := tp.Unquarantine(ctx, "1", "ops"); !errors.Is(err, pool.ErrNotQuarantined) || !strings.Contains(err.Error(), "being restored by ops-dead") {
 		t.Fatalf("unquarantine during another's lift = %v", err)
 	}
 	if q := tp.status(t).Slots[0].Quarantine; q == nil {
 		t.Fatal("a lift in progress shows the slot as not quarantined")
 	}
-	tp.clock.Advance(liftStale + time.Second)
+	tp.clock.Advance(pool.LiftStale + time.Second)
 	if _, err := tp.Unquarantine(ctx, "1", "ops"); err != nil {
 		t.Fatalf("unquarantine after the lifter died: %v", err)
 	}

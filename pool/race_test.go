@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 // Races between real processes: the test binary re-executes itself as
 // waiters (TestHelperProcess, selected by the POOL_TEST_ROLE variable) over
@@ -23,6 +23,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // Environment of a helper process.
@@ -56,7 +57,7 @@ func TestHelperProcess(t *testing.T) {
 }
 
 func helperMain(role string) error {
-	cfg, err := LoadFile(os.Getenv(fileEnv))
+	cfg, err := pool.LoadFile(os.Getenv(fileEnv))
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func helperMain(role string) error {
 	if err != nil {
 		return err
 	}
-	p, err := Open(st, cfg, Options{Poll: 50 * time.Millisecond, Log: os.Stderr})
+	p, err := pool.Open(st, cfg, pool.Options{Poll: 50 * time.Millisecond, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func helperMain(role string) error {
 	defer cancel()
 	switch role {
 	case "waiter":
-		g, err := p.Acquire(ctx, AcquireRequest{Owner: owner})
+		g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: owner})
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func helperMain(role string) error {
 		return err
 	case "cycler":
 		// Take a slot, hold it, release it; log both instants.
-		g, err := p.Acquire(ctx, AcquireRequest{Owner: owner})
+		g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: owner})
 		if err != nil {
 			return err
 		}
@@ -105,12 +106,12 @@ func helperMain(role string) error {
 			if err := awaitFile(ctx, filepath.Join(dir, fmt.Sprintf("go-%d", r))); err != nil {
 				return err
 			}
-			g, err := p.Acquire(ctx, AcquireRequest{Owner: owner, NoWait: true})
+			g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: owner, NoWait: true})
 			result := ""
 			switch {
 			case err == nil:
 				result = "granted " + g.Token
-			case errors.Is(err, ErrSaturated):
+			case errors.Is(err, pool.ErrSaturated):
 				result = "saturated"
 			default:
 				result = "error " + err.Error()
@@ -122,11 +123,11 @@ func helperMain(role string) error {
 		return nil
 	case "tinyttl":
 		// Any outcome but a crash: the lease cannot outlive the grant.
-		_, err := p.Acquire(ctx, AcquireRequest{Owner: owner, NoWait: true})
+		_, err := p.Acquire(ctx, pool.AcquireRequest{Owner: owner, NoWait: true})
 		fmt.Fprintln(os.Stderr, "acquire:", err)
 		return nil
 	case "holder":
-		g, err := p.Acquire(ctx, AcquireRequest{Owner: owner, NoWait: true})
+		g, err := p.Acquire(ctx, pool.AcquireRequest{Owner: owner, NoWait: true})
 		if err != nil {
 			return err
 		}
@@ -175,18 +176,18 @@ func awaitFile(ctx context.Context, path string) error {
 
 // procPool is a pool over a real-clock store that helper processes share.
 type procPool struct {
-	*Pool
+	*pool.Pool
 	file, store, root string
 }
 
-func newProcPool(t *testing.T, poolJSON string, opts Options) *procPool {
+func newProcPool(t *testing.T, poolJSON string, opts pool.Options) *procPool {
 	t.Helper()
 	root := t.TempDir()
 	file := filepath.Join(root, "pool.json")
 	if err := os.WriteFile(file, []byte(poolJSON), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadFile(file)
+	cfg, err := pool.LoadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func newProcPool(t *testing.T, poolJSON string, opts Options) *procPool {
 	if opts.Poll == 0 {
 		opts.Poll = 50 * time.Millisecond
 	}
-	p, err := Open(st, cfg, opts)
+	p, err := pool.Open(st, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 
 func (pp *procPool) queuedOwners() []string {
 	var owners []string
-	live, _ := pp.live(pp.readQueue())
+	live, _ := pp.LiveForTest(readQueue(pp.Pool))
 	for _, e := range live {
 		owners = append(owners, e.Owner)
 	}
@@ -290,9 +291,9 @@ func (pp *procPool) queuedOwners() []string {
 
 func TestProcessesFIFO(t *testing.T) {
 	t.Parallel()
-	pp := newProcPool(t, `{"slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"slots":[{"id":1}]}`, pool.Options{})
 	ctx := context.Background()
-	g, err := pp.Acquire(ctx, AcquireRequest{Owner: "parent", NoWait: true})
+	g, err := pp.Acquire(ctx, pool.AcquireRequest{Owner: "parent", NoWait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestProcessesFIFO(t *testing.T) {
 	if !reflect.DeepEqual(grantOrder, queueOrder) {
 		t.Errorf("grant order %v, queue order %v", grantOrder, queueOrder)
 	}
-	if q := pp.readQueue(); len(q) != 0 {
+	if q := readQueue(pp.Pool); len(q) != 0 {
 		t.Errorf("queue not empty at the end: %+v", q)
 	}
 	if s, _ := pp.Store().Status(context.Background(), "slot-1"); s.State != lease.Free {
@@ -352,7 +353,7 @@ func TestProcessesLastSlotRace(t *testing.T) {
 	if testing.Short() {
 		procs, rounds = 6, 5
 	}
-	pp := newProcPool(t, `{"slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"slots":[{"id":1}]}`, pool.Options{})
 	dir := filepath.Join(pp.root, "race")
 	if err := os.Mkdir(dir, 0o777); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestProcessesLastSlotRace(t *testing.T) {
 					results[i] = string(b)
 				}
 			}
-			return !contains(results, "")
+			return !pool.Contains(results, "")
 		})
 		winners := 0
 		for i, res := range results {
@@ -395,7 +396,7 @@ func TestProcessesLastSlotRace(t *testing.T) {
 		if winners != 1 {
 			t.Fatalf("round %d: %d winners, want exactly 1: %q", r, winners, results)
 		}
-		if q := pp.readQueue(); len(q) != 0 {
+		if q := readQueue(pp.Pool); len(q) != 0 {
 			t.Fatalf("round %d: queue not empty: %+v", r, q)
 		}
 	}
@@ -406,9 +407,9 @@ func TestProcessesLastSlotRace(t *testing.T) {
 
 func TestProcessesKilledWaiterIsDropped(t *testing.T) {
 	t.Parallel()
-	pp := newProcPool(t, `{"waiterStaleMs":1500,"slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"waiterStaleMs":1500,"slots":[{"id":1}]}`, pool.Options{})
 	ctx := context.Background()
-	g, err := pp.Acquire(ctx, AcquireRequest{Owner: "parent", NoWait: true})
+	g, err := pp.Acquire(ctx, pool.AcquireRequest{Owner: "parent", NoWait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestProcessesKilledWaiterIsDropped(t *testing.T) {
 
 func TestProcessesKilledHolderIsReaped(t *testing.T) {
 	t.Parallel()
-	pp := newProcPool(t, `{"ttlMinutes":0.02,"provision":"echo x >> prov.log","slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"ttlMinutes":0.02,"provision":"echo x >> prov.log","slots":[{"id":1}]}`, pool.Options{})
 	ctx := context.Background()
 	dir := filepath.Join(pp.root, "holder")
 	if err := os.Mkdir(dir, 0o777); err != nil {
@@ -484,7 +485,7 @@ func TestProcessesKilledHolderIsReaped(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	g, err := pp.Acquire(wctx, AcquireRequest{Owner: "parent"})
+	g, err := pp.Acquire(wctx, pool.AcquireRequest{Owner: "parent"})
 	if err != nil {
 		t.Fatalf("Acquire after the holder died: %v", err)
 	}
@@ -518,7 +519,7 @@ func TestProcessesKilledHolderIsReaped(t *testing.T) {
 // a panic cannot take the test binary down.
 func TestTinyTTLDoesNotCrash(t *testing.T) {
 	t.Parallel()
-	pp := newProcPool(t, `{"ttlMinutes":0.001,"slots":[{"id":1}]}`, Options{})
+	pp := newProcPool(t, `{"ttlMinutes":0.001,"slots":[{"id":1}]}`, pool.Options{})
 	h := pp.start(t, "tinyttl", 0)
 	select {
 	case <-h.done:
@@ -543,7 +544,7 @@ func TestProcessesManyWaiters(t *testing.T) {
 	if testing.Short() {
 		n = 6
 	}
-	pp := newProcPool(t, `{"slots":[{"id":1},{"id":2}]}`, Options{})
+	pp := newProcPool(t, `{"slots":[{"id":1},{"id":2}]}`, pool.Options{})
 	out := filepath.Join(pp.root, "holds.log")
 	var helpers []*helper
 	for i := range n {

@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
 )
 
@@ -15,7 +16,7 @@ import (
 // mid-reset; the next waiter's sweep reaped it and provisioned the slot while
 // the reset still ran. The reset must renew the lease before it starts.
 func TestRegressionResetRenewsBeforeItRuns(t *testing.T) {
-	tp := newTestPool(t, `{"ttlMinutes":1,"reset":"wipe --slot","slots":[{"id":1}]}`, Options{})
+	tp := newTestPool(t, `{"ttlMinutes":1,"reset":"wipe --slot","slots":[{"id":1}]}`, pool.Options{})
 	g := tp.mustAcquire(t, "agent-7")
 	tp.clock.Advance(59 * time.Second) // one second left
 	var stateMidReset lease.State
@@ -39,7 +40,7 @@ func TestRegressionResetRenewsBeforeItRuns(t *testing.T) {
 // provisioner and reporting an internal error. The wait bounds the queue
 // only.
 func TestRegressionWaitBoundsOnlyTheQueue(t *testing.T) {
-	tp := newTestPool(t, `{"provision":"slow --slot","slots":[{"id":1}]}`, Options{})
+	tp := newTestPool(t, `{"provision":"slow --slot","slots":[{"id":1}]}`, pool.Options{})
 	tp.runner.SetFail(func(ctx context.Context, c call) error {
 		select {
 		case <-time.After(300 * time.Millisecond):
@@ -48,7 +49,7 @@ func TestRegressionWaitBoundsOnlyTheQueue(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	g, err := tp.Acquire(context.Background(), AcquireRequest{Owner: "agent-7", Wait: 50 * time.Millisecond})
+	g, err := tp.Acquire(context.Background(), pool.AcquireRequest{Owner: "agent-7", Wait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Acquire with a 50 ms wait on a free slot and a 300 ms provision: %v", err)
 	}

@@ -61,18 +61,6 @@ const (
 	ModeAsync    = "async"
 )
 
-type queueDoc struct {
-	Entries []Entry `json:"entries"`
-}
-
-type statsDoc struct {
-	DurationsMs []float64 `json:"durationsMs"`
-}
-
-// maxStateBytes bounds what is read of a queue, statistics or grant file:
-// a queue of thousands of waiters fits many times over.
-const maxStateBytes = 4 << 20
-
 // logEvent appends an event to the pool's log; the log is best effort.
 func (p *Pool) logEvent(ctx context.Context, event string, fields map[string]any) {
 	e := map[string]any{"at": lease.FormatTime(p.now()), "event": event}

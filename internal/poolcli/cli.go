@@ -133,7 +133,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	}
 	_ = closeStore // the connection, if any, ends with the process
 	if named == "" {
-		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
+		if err := dirstore.ClaimHostStore(cfg, store.Dir(), dirstore.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
 			return nil, err
 		}
 	}

@@ -389,7 +389,7 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		return o, g, nil
 	}
 	if named == "" {
-		if err := pool.ClaimHostStore(cfg, store.Dir(), pool.RegistryDir(os.Getenv), store.Now(), true); err != nil {
+		if err := dirstore.ClaimHostStore(cfg, store.Dir(), dirstore.RegistryDir(os.Getenv), store.Now(), true); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -68,7 +68,7 @@ func HelperName(scheme string) string { return "durable-lease-" + scheme }
 
 // Scheme returns where's scheme, or "" for a directory.
 func Scheme(where string) string {
-	if !dirstore.IsStoreURL(where) {
+	if !lease.IsStoreURL(where) {
 		return ""
 	}
 	s, _, _ := strings.Cut(where, "://")
@@ -207,7 +207,7 @@ func FindBeside(name string) string {
 // is.
 func Redact(where string) string {
 	scheme, rest, ok := strings.Cut(where, "://")
-	if !ok || !dirstore.IsStoreURL(where) {
+	if !ok || !lease.IsStoreURL(where) {
 		return where
 	}
 	rest, frag, hasFrag := strings.Cut(rest, "#")

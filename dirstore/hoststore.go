@@ -1,71 +1,20 @@
-package pool
+package dirstore
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
-
-// ErrStoreConflict reports a pool whose slots another store on this host
-// already hands out: two stores granting the same ports and databases
-// would let two holders use one slot at once.
-var ErrStoreConflict = errors.New("pool: another store serves this pool")
-
-// ResolveStoreField turns a pool file's "store" value into a store: a URL
-// as it is, "~" or "~/..." under home, a relative path against the pool
-// file's directory baseDir.
-func ResolveStoreField(value, baseDir, home string) (string, error) {
-	switch {
-	case value == "":
-		return "", configErr("$.store", "must not be empty (leave it out for the default store)")
-	case dirstore.IsStoreURL(value):
-		return value, nil
-	case value == "~" || strings.HasPrefix(value, "~/"):
-		if home == "" || !filepath.IsAbs(home) {
-			return "", configErr("$.store", "%q starts with ~, but HOME is not set to an absolute directory", value)
-		}
-		return filepath.Join(home, strings.TrimPrefix(value, "~")), nil
-	case strings.HasPrefix(value, "~"):
-		return "", configErr("$.store", "%q: only ~ and ~/... (the user's home) are expanded, not ~user", value)
-	case filepath.IsAbs(value):
-		return filepath.Clean(value), nil
-	}
-	return filepath.Join(baseDir, value), nil
-}
-
-// Identity names a pool on a host for [ClaimHostStore]: its name and its
-// slots (ids, kinds and attributes, the ports and databases they hand
-// out). Two pool files that say the same give the same identity.
-func (c *Config) Identity() string {
-	type slot struct {
-		ID    string         `json:"id"`
-		Kind  string         `json:"kind"`
-		Attrs map[string]any `json:"attrs"`
-	}
-	v := struct {
-		Name  string `json:"name"`
-		Slots []slot `json:"slots"`
-	}{Name: c.Name}
-	for _, s := range c.Slots {
-		v.Slots = append(v.Slots, slot{s.ID, s.Kind, s.Attributes})
-	}
-	data, _ := json.Marshal(v) // maps are written with sorted keys
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
-}
 
 // registration is one file of the host registry: which store serves a
 // pool, and from which pool file it was last opened there.
@@ -114,7 +63,7 @@ func RegistryDir(getenv func(string) string) string {
 //
 // A read (register false) is checked the same way but records nothing,
 // so that a look from another checkout never claims the pool.
-func ClaimHostStore(c *Config, store, registry string, now time.Time, register bool) error {
+func ClaimHostStore(c *pool.Config, store, registry string, now time.Time, register bool) error {
 	if registry == "" || c.File == "" {
 		return nil
 	}
@@ -138,13 +87,13 @@ func ClaimHostStore(c *Config, store, registry string, now time.Time, register b
 			"this checkout's default store %s would hand out the same slots. Name one store for every checkout: "+
 			"\"store\": \"~/.local/state/durable-lease/leases\" in the pool file, or LEASE_STORE, or --store "+
 			"(if %s no longer uses this pool, remove %s)",
-			ErrStoreConflict, c.Name, c.File, cur.Store, cur.PoolFile, store, cur.PoolFile, path)
-	} else if !register || err == nil && sameDir(cur.Store, store) && sameFile(cur.PoolFile, c.File) {
+			pool.ErrStoreConflict, c.Name, c.File, cur.Store, cur.PoolFile, store, cur.PoolFile, path)
+	} else if !register || err == nil && sameDir(cur.Store, store) && sameDir(cur.PoolFile, c.File) {
 		return nil
 	}
 	data, _ := json.Marshal(registration{V: 1, Pool: c.Name, Identity: id, Store: store, PoolFile: c.File,
 		Since: lease.FormatTime(now)})
-	_ = storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'), storefile.Private)
+	_ = storefile.Replace(path, ".tmp-"+lease.RandomHex(16), append(data, '\n'), storefile.Private)
 	return nil
 }
 
@@ -155,7 +104,7 @@ func stillServes(r registration, id string) bool {
 	if fi, err := os.Stat(r.Store); err != nil || !fi.IsDir() {
 		return false
 	}
-	c, err := LoadFile(r.PoolFile)
+	c, err := pool.LoadFile(r.PoolFile)
 	if err != nil {
 		return !errors.Is(err, fs.ErrNotExist) && !isMissing(r.PoolFile)
 	}
@@ -167,7 +116,7 @@ func isMissing(path string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// sameDir reports whether a and b are one directory (by name, or reached
+// sameDir reports whether a and b are one directory or file (by name, or reached
 // by two paths: a symbolic link, a bind mount); a missing one is no match.
 func sameDir(a, b string) bool {
 	if a == b {
@@ -178,8 +127,6 @@ func sameDir(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// sameFile is sameDir for the pool files.
-func sameFile(a, b string) bool { return sameDir(a, b) }
 
 // mkdirPrivate makes the registry directory dir and its missing parents
 // below the existing base (HOME or XDG_STATE_HOME), each 0700 whatever
@@ -255,15 +202,4 @@ func ownDir(path string) error {
 		return fmt.Errorf("%s is writable by others", path)
 	}
 	return nil
-}
-
-// StoreFor is where a pool's CLIs keep its leases: named (the --store
-// flag, or LEASE_STORE) if set, else the pool file's "store" (resolved
-// now, against HOME for "~/…"), else "" for the default store, which the
-// caller resolves and then passes to [ClaimHostStore].
-func StoreFor(named string, c *Config) (string, error) {
-	if named != "" || c.StoreField == "" {
-		return named, nil
-	}
-	return ResolveStoreField(c.StoreField, c.storeBase, os.Getenv("HOME"))
 }

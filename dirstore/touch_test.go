@@ -1,6 +1,6 @@
 //go:build linux
 
-package pool
+package dirstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // TestWaitersTouchInsteadOfRewriting: idle waiters on a held pool touch
@@ -19,9 +20,9 @@ import (
 // waiterStaleMs. A reader of queue.json alone (the Node tool) must still
 // find every entry fresh all the time.
 func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
-	const stale = 800 * time.Millisecond
-	p := newRealPool(t, `{"name":"p","waiterStaleMs":800,"slots":[{"id":1}]}`, Options{Poll: 50 * time.Millisecond})
-	if _, err := p.Acquire(context.Background(), AcquireRequest{Owner: "holder", NoWait: true}); err != nil {
+	const stale, poll = 800 * time.Millisecond, 50 * time.Millisecond
+	p := newRealPool(t, `{"name":"p","waiterStaleMs":800,"slots":[{"id":1}]}`, pool.Options{Poll: poll})
+	if _, err := p.Acquire(context.Background(), pool.AcquireRequest{Owner: "holder", NoWait: true}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
@@ -29,7 +30,7 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 	done := make(chan error, n)
 	for i := range n {
 		go func() {
-			_, err := p.Acquire(ctx, AcquireRequest{Owner: fmt.Sprintf("w%d", i), Wait: time.Minute})
+			_, err := p.Acquire(ctx, pool.AcquireRequest{Owner: fmt.Sprintf("w%d", i), Wait: time.Minute})
 			done <- err
 		}()
 	}
@@ -40,21 +41,21 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(p.readQueue()) < n {
+	for len(dirStateOf(p).entries()) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d waiters queued", len(p.readQueue()), n)
+			t.Fatalf("%d of %d waiters queued", len(dirStateOf(p).entries()), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	// A dead waiter's entry, with a bell nobody touches: the waiters'
 	// rewrites must not keep it alive.
-	dead := p.stamp()
-	if _, err := p.dirState().UpdateQueue(context.Background(), "ghost", func(live []Entry) ([]Entry, error) {
-		return append(live, Entry{ID: "dead1", Owner: "ghost", Session: "ghost", Mode: ModeBlocking, EnqueuedAt: dead, Heartbeat: dead}), nil
+	dead := lease.FormatTime(p.Store().Now())
+	if _, err := dirStateOf(p).UpdateQueue(context.Background(), "ghost", func(live []pool.Entry) ([]pool.Entry, error) {
+		return append(live, pool.Entry{ID: "dead1", Owner: "ghost", Session: "ghost", Mode: pool.ModeBlocking, EnqueuedAt: dead, Heartbeat: dead}), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(p.dirState().bellPath("dead1"), 0o600); err != nil {
+	if err := syscall.Mkfifo(dirStateOf(p).bellPath("dead1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Watch queue.json for four waiterStaleMs: each rewrite is a rename
@@ -64,10 +65,10 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 	var oldest time.Duration
 	for end := time.Now().Add(4 * stale); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		var sb syscall.Stat_t
-		if err := syscall.Stat(p.dirState().queuePath(), &sb); err == nil {
+		if err := syscall.Stat(dirStateOf(p).queuePath(), &sb); err == nil {
 			versions[[2]int64{int64(sb.Ino), sb.Mtim.Nano()}] = true
 		}
-		q := p.readQueue()
+		q := dirStateOf(p).entries()
 		ghost := 0
 		for _, e := range q {
 			if e.Owner == "ghost" {
@@ -91,7 +92,7 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 	// Touches every eighth (100 ms here), a rewrite once a stamp is half
 	// waiterStaleMs old: at most about five eighths, 500 ms, and never
 	// near waiterStaleMs.
-	if oldest >= stale-p.beat(true) {
+	if touchBeat := max(poll, stale/8); oldest >= stale-touchBeat { // a touching waiter's beat
 		t.Errorf("a reader of queue.json alone found an entry %s old (waiterStaleMs %s)", oldest, stale)
 	}
 	// Heartbeats every quarter of waiterStaleMs, each a rewrite, would

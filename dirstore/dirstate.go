@@ -1,4 +1,4 @@
-package pool
+package dirstore
 
 import (
 	"context"
@@ -14,7 +14,20 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
+
+type queueDoc struct {
+	Entries []pool.Entry `json:"entries"`
+}
+
+type statsDoc struct {
+	DurationsMs []float64 `json:"durationsMs"`
+}
+
+// maxStateBytes bounds what is read of a queue, statistics or grant file:
+// a queue of thousands of waiters fits many times over.
+const maxStateBytes = 4 << 20
 
 // dirState is a pool's [Backend] on a directory store: the files of
 // <store>/<name>/ (docs/PROTOCOL.md §6), shared with the Node tool. The
@@ -23,41 +36,45 @@ import (
 // file each under grants/; the log and the nudges are JSON lines appended
 // with one write each. Waiters are woken by inotify (fsnotify off Linux).
 type dirState struct {
-	p   *Pool // the store, configuration, clock and log of the pool
+	cfg *pool.Config
+	h   pool.Host // the pool's store and clock, its judge of waiters, its log
 	dir string
 }
 
 func (d *dirState) Where() string { return d.dir }
 
-func (d *dirState) queuePath() string { return filepath.Join(d.dir, QueueFile) }
+// Dir is the pool's state directory, <store>/<name>.
+func (d *dirState) Dir() string { return d.dir }
 
-func (d *dirState) statsPath() string { return filepath.Join(d.dir, StatsFile) }
+func (d *dirState) queuePath() string { return filepath.Join(d.dir, pool.QueueFile) }
+
+func (d *dirState) statsPath() string { return filepath.Join(d.dir, pool.StatsFile) }
 
 func (d *dirState) grantPath(requestID string) string {
-	return filepath.Join(d.dir, GrantsDir, requestID+".json")
+	return filepath.Join(d.dir, pool.GrantsDir, requestID+".json")
 }
 
 // entries reads queue.json without the lock; writes are atomic renames,
 // so it is always a whole queue. A missing or unreadable queue is empty:
 // it is advisory and rebuilds itself from the waiters' heartbeats.
-func (d *dirState) entries() []Entry {
+func (d *dirState) entries() []pool.Entry {
 	q := queueDoc{}
 	d.readJSON(d.queuePath(), &q)
 	return q.Entries
 }
 
-func (d *dirState) Queue(context.Context) ([]Entry, int, error) {
-	live, stale := d.p.live(d.entries())
+func (d *dirState) Queue(context.Context) ([]pool.Entry, int, error) {
+	live, stale := d.h.Live(d.entries())
 	return live, len(stale), nil
 }
 
-func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entry) ([]Entry, error)) ([]Entry, error) {
-	var dropped []Entry
+func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]pool.Entry) ([]pool.Entry, error)) ([]pool.Entry, error) {
+	var dropped []pool.Entry
 	var ring []string
 	err := d.withQueueLock(ctx, owner, func() error {
 		all := d.entries()
-		d.refreshBeats(all, d.p.cfg.WaiterStale) // before judging: a waiter that touched its bell is alive
-		live, stale := d.p.live(all)
+		d.refreshBeats(all, d.cfg.WaiterStale) // before judging: a waiter that touched its bell is alive
+		live, stale := d.h.Live(all)
 		next, err := fn(slices.Clone(live))
 		if err != nil {
 			return err
@@ -66,14 +83,14 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]Entr
 			return nil
 		}
 		if next == nil {
-			next = []Entry{} // never null in queue.json
+			next = []pool.Entry{} // never null in queue.json
 		}
-		d.refreshBeats(next, d.p.cfg.WaiterStale/8)
+		d.refreshBeats(next, d.cfg.WaiterStale/8)
 		if err := d.writeJSON(d.queuePath(), queueDoc{Entries: next}); err != nil {
 			return err
 		}
 		dropped = stale
-		ring = toRing(all, next, len(d.p.cfg.Slots)+FrontMargin)
+		ring = toRing(all, next, len(d.cfg.Slots)+pool.FrontMargin)
 		return nil
 	})
 	// After the lock: a woken waiter reads the queue at once.
@@ -105,11 +122,11 @@ func (d *dirState) AddHold(ctx context.Context, owner string, ms float64, keep i
 }
 
 func (d *dirState) PutGrant(_ context.Context, id string, doc []byte) error {
-	perm, err := d.ensureDir(filepath.Join(d.dir, GrantsDir))
+	perm, err := d.ensureDir(filepath.Join(d.dir, pool.GrantsDir))
 	if err != nil {
 		return err
 	}
-	return storefile.Replace(d.grantPath(id), ".tmp-"+newID(), doc, perm)
+	return storefile.Replace(d.grantPath(id), ".tmp-"+lease.RandomHex(16), doc, perm)
 }
 
 func (d *dirState) Grant(_ context.Context, id string) ([]byte, error) {
@@ -123,7 +140,7 @@ func (d *dirState) Grant(_ context.Context, id string) ([]byte, error) {
 // SweepGrants deletes grant files older than maxAge: only regular files
 // named as grants are, in a grants directory that is not a symlink.
 func (d *dirState) SweepGrants(_ context.Context, maxAge time.Duration) {
-	dir := filepath.Join(d.dir, GrantsDir)
+	dir := filepath.Join(d.dir, pool.GrantsDir)
 	if !storefile.IsDir(d.dir) || !storefile.IsDir(dir) {
 		return
 	}
@@ -131,10 +148,10 @@ func (d *dirState) SweepGrants(_ context.Context, maxAge time.Duration) {
 	if err != nil {
 		return
 	}
-	now := d.p.now()
+	now := d.h.Store.Now()
 	for _, e := range entries {
 		id, isJSON := strings.CutSuffix(e.Name(), ".json")
-		if !e.Type().IsRegular() || !isJSON || !validRequestID(id) {
+		if !e.Type().IsRegular() || !isJSON || pool.CheckRequestID(id) != nil {
 			continue
 		}
 		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > maxAge {
@@ -150,10 +167,10 @@ func (d *dirState) SweepGrants(_ context.Context, maxAge time.Duration) {
 const logRotateBytes = 4 << 20
 
 func (d *dirState) AppendLog(_ context.Context, line []byte) error {
-	path := filepath.Join(d.dir, LogFile)
+	path := filepath.Join(d.dir, pool.LogFile)
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= logRotateBytes {
 		if err := os.Rename(path, path+rotatedSuffix); err != nil {
-			fmt.Fprintf(d.p.log, "pool: rotating %s: %v\n", path, err)
+			fmt.Fprintf(d.h.Log, "pool: rotating %s: %v\n", path, err)
 		}
 	}
 	return d.appendLine(path, line)
@@ -163,7 +180,7 @@ func (d *dirState) AppendLog(_ context.Context, line []byte) error {
 const rotatedSuffix = ".1"
 
 func (d *dirState) AppendNudge(_ context.Context, line []byte) error {
-	return d.appendLine(filepath.Join(d.dir, NudgesFile), line)
+	return d.appendLine(filepath.Join(d.dir, pool.NudgesFile), line)
 }
 
 // maxLogBytes bounds what is read of pool.log.
@@ -177,7 +194,7 @@ const maxLogBytes = 64 << 20
 // working until the next rotation.
 func (d *dirState) Log(context.Context) ([][]byte, error) {
 	var lines [][]byte
-	for _, name := range []string{LogFile + rotatedSuffix, LogFile} {
+	for _, name := range []string{pool.LogFile + rotatedSuffix, pool.LogFile} {
 		path := filepath.Join(d.dir, name)
 		data, err := storefile.Read(path, maxLogBytes)
 		if errors.Is(err, storefile.ErrTooLarge) {
@@ -186,8 +203,8 @@ func (d *dirState) Log(context.Context) ([][]byte, error) {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
-		case err != nil && name != LogFile:
-			fmt.Fprintf(d.p.log, "pool: reading the log: %v (left out)\n", err)
+		case err != nil && name != pool.LogFile:
+			fmt.Fprintf(d.h.Log, "pool: reading the log: %v (left out)\n", err)
 			continue
 		case err != nil:
 			return nil, err
@@ -221,7 +238,7 @@ func (d *dirState) writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return storefile.Replace(path, ".tmp-"+newID(), append(data, '\n'), perm)
+	return storefile.Replace(path, ".tmp-"+lease.RandomHex(16), append(data, '\n'), perm)
 }
 
 // ensureDir makes sure dir, the pool's directory or one under it, is a
@@ -230,9 +247,9 @@ func (d *dirState) writeJSON(path string, v any) error {
 // ([lease.Store.EnsureDir]). It returns the store's permission set, for
 // what is then written there.
 func (d *dirState) ensureDir(dir string) (storefile.Perm, error) {
-	ens, ok := d.p.Store().Backend().(interface{ EnsureDir() (bool, error) })
+	ens, ok := d.h.Store.Backend().(interface{ EnsureDir() (bool, error) })
 	if !ok {
-		return storefile.Private, fmt.Errorf("pool: the store %s is not a directory", d.p.Store().Where())
+		return storefile.Private, fmt.Errorf("pool: the store %s is not a directory", d.h.Store.Where())
 	}
 	group, err := ens.EnsureDir()
 	if err != nil {
@@ -274,12 +291,11 @@ const queueLockWait = 20 * time.Second
 // QueueLockKind, so queue and statistics mutations are serialized by the
 // same primitive as everything else, and shared with other implementations.
 func (d *dirState) withQueueLock(ctx context.Context, owner string, fn func() error) error {
-	p := d.p
 	lctx, cancel := context.WithTimeout(ctx, queueLockWait)
 	unlock, err := d.lockLocal(lctx)
 	cancel()
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return fmt.Errorf("%w: waited %s for the other processes of this host", ErrQueueBusy, queueLockWait)
+		return fmt.Errorf("%w: waited %s for the other processes of this host", pool.ErrQueueBusy, queueLockWait)
 	}
 	if err != nil {
 		return err
@@ -289,25 +305,25 @@ func (d *dirState) withQueueLock(ctx context.Context, owner string, fn func() er
 	// the next process can prove it and take the lock at once instead of
 	// after its TTL.
 	self, _ := json.Marshal(lockHolder{Process: lease.Self(), DirLock: d.dir})
-	req := lease.Request{Kind: p.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes, Payload: self}
-	acq, err := p.store.Acquire(ctx, req)
+	req := lease.Request{Kind: d.cfg.QueueLockKind, Owner: owner, TTLMinutes: queueLockTTLMinutes, Payload: self}
+	acq, err := d.h.Store.Acquire(ctx, req)
 	if rec := lease.LiveRecord(err); rec != nil && d.recoverDeadLock(ctx, rec) {
-		acq, err = p.store.Acquire(ctx, req)
+		acq, err = d.h.Store.Acquire(ctx, req)
 	}
 	if errors.Is(err, lease.ErrHeld) {
 		wctx, cancel := context.WithTimeout(ctx, queueLockWait)
-		acq, err = p.store.AcquireWait(wctx, req)
+		acq, err = d.h.Store.AcquireWait(wctx, req)
 		cancel()
 		if errors.Is(err, lease.ErrTimeout) {
-			return fmt.Errorf("%w: %v", ErrQueueBusy, err)
+			return fmt.Errorf("%w: %v", pool.ErrQueueBusy, err)
 		}
 	}
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if _, err := p.store.Release(context.WithoutCancel(ctx), req.Kind, owner, acq.Record.Token); err != nil {
-			fmt.Fprintf(p.log, "pool: releasing the queue lock: %v\n", err)
+		if _, err := d.h.Store.Release(context.WithoutCancel(ctx), req.Kind, owner, acq.Record.Token); err != nil {
+			fmt.Fprintf(d.h.Log, "pool: releasing the queue lock: %v\n", err)
 		}
 	}()
 	return fn()
@@ -345,9 +361,24 @@ func (d *dirState) recoverDeadLock(ctx context.Context, rec *lease.Record) bool 
 	if !(holder.DirLock == d.dir && sameHost) && !holder.Dead() {
 		return false
 	}
-	if _, err := d.p.store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {
+	if _, err := d.h.Store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {
 		return false
 	}
-	d.p.logEvent(ctx, EventQueueLockRecovered, map[string]any{"owner": rec.Owner, "pid": holder.PID})
+	d.h.Event(ctx, pool.EventQueueLockRecovered, map[string]any{"owner": rec.Owner, "pid": holder.PID})
 	return true
 }
+
+// PoolBackend implements [pool.BackendProvider]: the pool's state is the
+// files of <store>/<name>/ (docs/PROTOCOL.md §6).
+func (b *Backend) PoolBackend(cfg *pool.Config, h pool.Host) (pool.Backend, error) {
+	return &dirState{cfg: cfg, h: h, dir: filepath.Join(b.dir, cfg.Name)}, nil
+}
+
+var (
+	_ pool.BackendProvider  = (*Backend)(nil)
+	_ pool.Backend          = (*dirState)(nil)
+	_ lease.Backend         = (*Backend)(nil)
+	_ lease.Sweeper         = (*Backend)(nil)
+	_ lease.Peeker          = (*Backend)(nil)
+	_ lease.UnfencedUpdater = (*Backend)(nil)
+)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package pool
+package dirstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/durable-lease/durable-lease/pool"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,9 +32,9 @@ const (
 // the channels stay silent and waiters poll. stop releases the descriptor
 // (in the background: closing an inotify descriptor waits for the
 // kernel, which took milliseconds, between a grant and its caller).
-func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func()) {
+func (d *dirState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
-	wk := Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
+	wk := pool.Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
 	signal := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -61,7 +62,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 		cur := int(storeWd.Load())
 		switch {
 		case on && cur < 0:
-			wd, err := unix.InotifyAddWatch(fd, d.p.store.Dir(), storeMask|unix.IN_ONLYDIR)
+			wd, err := unix.InotifyAddWatch(fd, d.h.Store.Dir(), storeMask|unix.IN_ONLYDIR)
 			if err != nil {
 				signal(slots) // not watched: the poll remains, and a re-check now
 				return
@@ -109,7 +110,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 					// An overflow may hide a release: wake and re-check.
 					signal(slots)
 					signal(queue)
-				case wd == int32(poolWd) && (mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 || name == QueueFile):
+				case wd == int32(poolWd) && (mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 || name == pool.QueueFile):
 					signal(queue)
 				case wd == storeWd.Load() && wd >= 0 && (mask&unix.IN_IGNORED != 0 || slotNames[name]):
 					signal(slots)
@@ -127,9 +128,9 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 // could be granted a slot (few waiters are, so a queue of hundreds stays
 // within the host's limit of inotify instances). If the bell cannot be
 // made it falls back to [dirState.Watch].
-func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func()) {
+func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string) (pool.Wakeups, func()) {
 	perm, err := d.ensureDir(d.dir)
-	if err != nil || !validRequestID(id) {
+	if err != nil || pool.CheckRequestID(id) != nil {
 		return d.Watch(ctx, slotKinds)
 	}
 	path := d.bellPath(id)
@@ -195,7 +196,7 @@ func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string
 		<-ctx.Done()
 		stop()
 	}()
-	return Wakeups{Slots: slots, Queue: queue, Listen: listen}, stop
+	return pool.Wakeups{Slots: slots, Queue: queue, Listen: listen}, stop
 }
 
 // watchSlots starts an inotify watch of the store directory that calls
@@ -205,7 +206,7 @@ func (d *dirState) watchSlots(slotKinds []string, wake func()) (*os.File, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := unix.InotifyAddWatch(fd, d.p.store.Dir(), storeMask|unix.IN_ONLYDIR); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, d.h.Store.Dir(), storeMask|unix.IN_ONLYDIR); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}

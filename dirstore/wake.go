@@ -1,12 +1,13 @@
 //go:build !linux
 
-package pool
+package dirstore
 
 import (
 	"context"
 	"path/filepath"
 	"sync"
 
+	"github.com/durable-lease/durable-lease/pool"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -14,9 +15,9 @@ import (
 // with a narrower event mask: wake_linux.go). It never fails: without events
 // (the directories cannot be watched) the channels stay silent and waiters
 // poll. stop releases the watcher (in the background).
-func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func()) {
+func (d *dirState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups, func()) {
 	slots, queue := make(chan struct{}, 1), make(chan struct{}, 1)
-	wk := Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
+	wk := pool.Wakeups{Slots: slots, Queue: queue, Listen: func(bool) {}}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return wk, func() {}
@@ -24,7 +25,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 	queueName := d.queuePath()
 	names := map[string]chan struct{}{queueName: queue}
 	for _, kind := range slotKinds {
-		names[filepath.Join(d.p.store.Dir(), kind+".json")] = slots
+		names[filepath.Join(d.h.Store.Dir(), kind+".json")] = slots
 	}
 	signal := func(ch chan struct{}) {
 		select {
@@ -35,7 +36,7 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 	// Both directories must exist to be watched; creating them is harmless
 	// (every waiter writes there right after).
 	_, _ = d.ensureDir(d.dir)
-	for _, dir := range []string{d.p.store.Dir(), d.dir} {
+	for _, dir := range []string{d.h.Store.Dir(), d.dir} {
 		if err := w.Add(dir); err != nil {
 			w.Close()
 			return wk, func() {}
@@ -51,9 +52,9 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (Wakeups, func
 		}
 		var err error
 		if on {
-			err = w.Add(d.p.store.Dir())
+			err = w.Add(d.h.Store.Dir())
 		} else {
-			err = w.Remove(d.p.store.Dir())
+			err = w.Remove(d.h.Store.Dir())
 		}
 		if err == nil {
 			watching = on

@@ -1,4 +1,4 @@
-package pool_test
+package dirstore_test
 
 import (
 	"path/filepath"
@@ -11,19 +11,9 @@ import (
 	"github.com/durable-lease/durable-lease/pool/pooltest"
 )
 
-// stepClock is a fake clock that the harness advances.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
-// TestConformanceDirectory runs the pool state conformance suite on the
+// TestPoolConformance runs the pool state conformance suite on the
 // directory store, on a fake clock shared by every client of a store.
-func TestConformanceDirectory(t *testing.T) {
+func TestPoolConformance(t *testing.T) {
 	var mu sync.Mutex
 	clocks := map[string]*stepClock{}
 	open := func(t *testing.T, dir string) *lease.Store {

@@ -1,6 +1,7 @@
-package pool
+package dirstore
 
 import (
+	"github.com/durable-lease/durable-lease/pool"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,7 @@ func TestRegistryRefusesASymlinkedOrOpenDirectory(t *testing.T) {
 	if err := os.WriteFile(pf, []byte(`{"name":"p","slots":[{"id":1}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadFile(pf)
+	c, err := pool.LoadFile(pf)
 	if err != nil {
 		t.Fatal(err)
 	}

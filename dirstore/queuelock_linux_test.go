@@ -1,4 +1,4 @@
-package pool
+package dirstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // plantQueueLock makes the queue lock held for process proc, as if that
@@ -37,11 +38,11 @@ func TestDeadQueueLockHolderIsRecovered(t *testing.T) {
 	if !dead.Dead() {
 		t.Skip("this host cannot prove a process dead (no /proc)")
 	}
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	plantQueueLock(t, tp, dead)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", NoWait: true}); err != nil {
+	if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "agent-7", NoWait: true}); err != nil {
 		t.Fatalf("Acquire behind a dead holder's queue lock: %v", err)
 	}
 	if got := eventsNamed(logEvents(t, tp.Dir()), "queue_lock_recovered"); len(got) != 1 {
@@ -54,12 +55,12 @@ func TestDeadQueueLockHolderIsRecovered(t *testing.T) {
 func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
 	for name, proc := range map[string]lease.Process{"live": lease.Self(), "unidentified": {}} {
 		t.Run(name, func(t *testing.T) {
-			tp := newTestPool(t, oneSlotPool, Options{})
+			tp := newTestPool(t, oneSlotPool, pool.Options{})
 			plantQueueLock(t, tp, proc)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			_, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", NoWait: true})
-			if err == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, lease.ErrTimeout) && !errors.Is(err, ErrQueueBusy) {
+			_, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "agent-7", NoWait: true})
+			if err == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, lease.ErrTimeout) && !errors.Is(err, pool.ErrQueueBusy) {
 				t.Fatalf("Acquire = %v, want it to wait for the lock", err)
 			}
 			if got := eventsNamed(logEvents(t, tp.Dir()), "queue_lock_recovered"); len(got) != 0 {
@@ -74,7 +75,7 @@ func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
 // this pool's directory is recovered on the proof of the local flock we
 // hold, whatever /proc says: here it names this very (live) process.
 func TestQueueLockRecoveredOnTheFlockProof(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	payload, _ := json.Marshal(lockHolder{Process: lease.Self(), DirLock: tp.Dir()})
 	if _, err := tp.Store().Acquire(context.Background(), lease.Request{
 		Kind: tp.Config().QueueLockKind, Owner: "ghost", TTLMinutes: queueLockTTLMinutes, Payload: payload,
@@ -83,7 +84,7 @@ func TestQueueLockRecoveredOnTheFlockProof(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", NoWait: true}); err != nil {
+	if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "agent-7", NoWait: true}); err != nil {
 		t.Fatalf("Acquire behind a lock whose holder cannot hold it: %v", err)
 	}
 	if got := eventsNamed(logEvents(t, tp.Dir()), "queue_lock_recovered"); len(got) != 1 {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package pool
+package dirstore
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package pool
+package dirstore
 
 import (
 	"path/filepath"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // A waiter of this implementation on a directory store has a bell: a FIFO
@@ -32,7 +33,7 @@ func (d *dirState) bellPath(id string) string { return filepath.Join(d.dir, bell
 // nobody reads (its waiter died) fails to open (ENXIO) and is left for the
 // stale sweep.
 func (d *dirState) ring(id string) {
-	if !validRequestID(id) {
+	if pool.CheckRequestID(id) != nil {
 		return
 	}
 	fd, err := unix.Open(d.bellPath(id), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -54,7 +55,7 @@ func (d *dirState) ring(id string) {
 // rewrote the queue) changes the latter, and must not count as a sign of
 // life of a waiter that may be stopped; only the waiter reads its bell.
 func (d *dirState) TouchEntry(id string, now time.Time) bool {
-	if !validRequestID(id) {
+	if pool.CheckRequestID(id) != nil {
 		return false
 	}
 	path := d.bellPath(id)
@@ -68,7 +69,7 @@ func (d *dirState) TouchEntry(id string, now time.Time) bool {
 
 // bellTouched is when entry id's waiter last touched (or read) its bell.
 func (d *dirState) bellTouched(id string) (time.Time, bool) {
-	if !validRequestID(id) {
+	if pool.CheckRequestID(id) != nil {
 		return time.Time{}, false
 	}
 	var st unix.Stat_t
@@ -85,8 +86,8 @@ func (d *dirState) bellTouched(id string) (time.Time, bool) {
 // stale before it judges them, and into every entry older than a
 // heartbeat period (an eighth of waiterStaleMs) only when it writes the
 // queue anyway, so that a change that writes nothing costs no lstat.
-func (d *dirState) refreshBeats(entries []Entry, olderThan time.Duration) {
-	now := d.p.now()
+func (d *dirState) refreshBeats(entries []pool.Entry, olderThan time.Duration) {
+	now := d.h.Store.Now()
 	for i := range entries {
 		hb, err := lease.ParseTime(entries[i].Heartbeat)
 		if err != nil || now.Sub(hb) <= olderThan {
@@ -100,7 +101,7 @@ func (d *dirState) refreshBeats(entries []Entry, olderThan time.Duration) {
 
 // removeBell removes entry id's bell, if it is a FIFO.
 func (d *dirState) removeBell(id string) {
-	if !validRequestID(id) {
+	if pool.CheckRequestID(id) != nil {
 		return
 	}
 	path := d.bellPath(id)
@@ -112,7 +113,7 @@ func (d *dirState) removeBell(id string) {
 
 // toRing lists the entries of next that a change from prev moved within
 // the first window places (or brought there): their waiters are rung.
-func toRing(prev, next []Entry, window int) []string {
+func toRing(prev, next []pool.Entry, window int) []string {
 	at := make(map[string]int, len(prev))
 	for i, e := range prev {
 		at[e.ID] = i

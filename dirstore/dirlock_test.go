@@ -1,6 +1,6 @@
 //go:build unix
 
-package pool
+package dirstore
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // The local lock of the queue is a flock on the pool directory itself: a
 // process holding it keeps the others out of their queue mutations until
 // it lets go, and no file is added to the pool directory for it.
 func TestQueueLocalLockIsTheDirectory(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	must(t, os.MkdirAll(tp.Dir(), 0o777))
 	f, err := os.Open(tp.Dir())
 	must(t, err)
@@ -30,7 +31,7 @@ func TestQueueLocalLockIsTheDirectory(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if unlock, err := tp.lockLocal(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if unlock, err := dirStateOf(tp.Pool).lockLocal(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		if unlock != nil {
 			unlock()
 		}
@@ -39,7 +40,7 @@ func TestQueueLocalLockIsTheDirectory(t *testing.T) {
 	must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	unlock, err := tp.lockLocal(ctx)
+	unlock, err := dirStateOf(tp.Pool).lockLocal(ctx)
 	if err != nil {
 		t.Fatalf("lockLocal once the flock is free: %v", err)
 	}
@@ -54,7 +55,7 @@ func TestQueueLocalLockIsTheDirectory(t *testing.T) {
 // the protocol's files and nothing of this implementation's own: the file
 // set the Node tool leaves after the same operations.
 func TestPoolDirectoryHasOnlyProtocolFiles(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
 	if _, err := tp.Request(ctx, "agent-7", ""); err != nil {
@@ -70,13 +71,13 @@ func TestPoolDirectoryHasOnlyProtocolFiles(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(tp.Dir(), path)
-		if rel != "." && filepath.Dir(rel) != GrantsDir {
+		if rel != "." && filepath.Dir(rel) != pool.GrantsDir {
 			got = append(got, rel)
 		}
 		return nil
 	}))
 	slices.Sort(got)
-	if want := []string{GrantsDir, LogFile, QueueFile, StatsFile}; !slices.Equal(got, want) {
+	if want := []string{pool.GrantsDir, pool.LogFile, pool.QueueFile, pool.StatsFile}; !slices.Equal(got, want) {
 		t.Errorf("pool directory = %v, want %v", got, want)
 	}
 }
@@ -85,7 +86,7 @@ func TestPoolDirectoryHasOnlyProtocolFiles(t *testing.T) {
 // with a lock file wrote it ("pool") proves nothing to a process holding
 // the directory's flock: such a holder, alive, is waited for.
 func TestOlderLockFilePayloadIsNoProof(t *testing.T) {
-	tp := newTestPool(t, oneSlotPool, Options{})
+	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	self := lease.Self()
 	payload, _ := json.Marshal(map[string]any{
 		"pid": self.PID, "host": self.Host, "boot": self.Boot, "pidns": self.PIDNS, "start": self.Start, "pool": tp.Dir(),
@@ -97,7 +98,7 @@ func TestOlderLockFilePayloadIsNoProof(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := tp.Acquire(ctx, AcquireRequest{Owner: "agent-7", NoWait: true}); err == nil {
+	if _, err := tp.Acquire(ctx, pool.AcquireRequest{Owner: "agent-7", NoWait: true}); err == nil {
 		t.Fatal("Acquire took the queue lock of a live holder of an older version")
 	}
 	if got := eventsNamed(logEvents(t, tp.Dir()), "queue_lock_recovered"); len(got) != 0 {

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,8 +126,8 @@ func TestGateStopsOnLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-done
-	if r.Exit != ExitLost || r.Code != PhaseLost {
-		t.Fatalf("result %+v, want exit 75", r)
+	if r.Exit != ExitLost || r.Code != PhaseLost || !errors.Is(r.Err, ErrLost) {
+		t.Fatalf("result %+v, want exit 75 matching ErrLost", r)
 	}
 	got := []string{r.Phases[0].Result, r.Phases[1].Result}
 	if !slices.Equal(got, []string{PhaseLost, PhaseSkipped}) {
@@ -160,8 +161,10 @@ func TestGateResetFailureStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Gate(context.Background(), o, g)
-	if r.Exit != 1 || r.Phases[1].Result != PhaseResetFailed || !r.Phases[1].Reset {
-		t.Errorf("result %+v phases %+v, want exit 1 with phase 2 reset_failed", r, r.Phases)
+	var se *pool.SlotError
+	if r.Exit != 1 || r.Code != CodeResetFailed || r.Phases[1].Result != PhaseResetFailed || !r.Phases[1].Reset ||
+		!errors.As(r.Err, &se) || se.State != pool.StateResetFailed {
+		t.Errorf("result %+v phases %+v, want exit 1 with phase 2 reset_failed, a *pool.SlotError", r, r.Phases)
 	}
 	if out.String() != "one\n" {
 		t.Errorf("stdout %q, want only phase one", out.String())

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -263,8 +264,10 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v", g.cmd.Process.Pid, g.err)
 				if g.work > 0 {
 					// What can still be reached: the work's own process
-					// group (its session, led by it).
-					_ = syscall.Kill(-g.work, syscall.SIGKILL)
+					// group (its session, led by it). Nobody guards the
+					// lease's deadline for the work any more: no grace,
+					// and it is gone before the release.
+					_ = procgroup.Stop(context.WithoutCancel(ctx), 0, procgroup.New(g.work))
 					out.broken = fmt.Errorf("%w; the work's process group was killed", out.broken)
 				}
 				return out

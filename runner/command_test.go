@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -187,5 +191,48 @@ func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Errorf("the command ran without a slot")
+	}
+}
+
+// TestInheritedDescriptorsSurviveRuns: a descriptor this process got open
+// across exec (here a pipe made so) is passed on to each run's work and
+// stays this process's after the runs, however the garbage collector runs:
+// it used to be wrapped in an *os.File per run, whose finalizer closed it
+// once the run was over, and a later run's socket that took its number.
+func TestInheritedDescriptorsSurviveRuns(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	fd := int(w.Fd())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil { // inherited across exec
+		t.Fatal(err)
+	}
+	var before unix.Stat_t
+	if err := unix.Fstat(fd, &before); err != nil {
+		t.Fatal(err)
+	}
+	s := testStore(t)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	for i := range 3 {
+		if r := Command(context.Background(), o, []string{"sh", "-c", "echo run >&" + strconv.Itoa(fd)}); r.Exit != 0 {
+			t.Fatalf("run %d: %+v", i, r)
+		}
+	}
+	for range 20 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		var now unix.Stat_t
+		if err := unix.Fstat(fd, &now); err != nil || now.Ino != before.Ino {
+			t.Fatalf("descriptor %d is no longer the pipe after the runs: %v", fd, err)
+		}
+	}
+	w.Close()
+	got, _ := io.ReadAll(r)
+	if string(got) != "run\nrun\nrun\n" {
+		t.Errorf("the work wrote %q to the inherited descriptor, want three lines", got)
 	}
 }

@@ -70,9 +70,6 @@ type guard struct {
 	gone chan struct{} // closed when the guardian has exited
 	err  error         // its Wait's error
 	work int           // the pid of the work (or phase) last started
-	// extra keeps the inherited descriptors' files reachable: a finalizer
-	// would close them in this process.
-	extra []*os.File
 }
 
 // Bounds of the guardian's own deadline: the margin before the lease's
@@ -150,7 +147,7 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
 	}
 	w.started()
-	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{}), extra: extra}
+	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
 	g.msgs = g.c.recv()
 	go func() {
 		g.err = cmd.Wait()

@@ -34,6 +34,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Process())
 	}
+	// pool-run and its guardian are this test binary: built with -race,
+	// each would sleep a second at its exit (GORACE atexit_sleep_ms,
+	// there to let a late race report be written; 50 ms still does), and
+	// the tests wait for them. A GORACE of the caller's is kept.
+	if _, set := os.LookupEnv("GORACE"); !set {
+		_ = os.Setenv("GORACE", "atexit_sleep_ms=50")
+	}
 	os.Exit(m.Run())
 }
 

@@ -218,7 +218,7 @@ func TestInheritedDescriptorsSurviveRuns(t *testing.T) {
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
 	for i := range 3 {
-		if r := Command(context.Background(), o, []string{"sh", "-c", "echo run >&" + strconv.Itoa(fd)}); r.Exit != 0 {
+		if r := Command(context.Background(), o, []string{"sh", "-c", "echo run >> /dev/fd/" + strconv.Itoa(fd)}); r.Exit != 0 {
 			t.Fatalf("run %d: %+v", i, r)
 		}
 	}

@@ -226,8 +226,9 @@ func (o *Options) check() error {
 //	internal        3          the guardian could not start or died
 //
 // A work whose own status is 75 or 124 is "failed", never "lease_lost" or
-// "timeout". Nothing of the work ran for usage, not_acquired, not_found,
-// and for interrupted before the work started (Held is then empty).
+// "timeout". For usage, not_acquired and not_found nothing was held and
+// nothing ran; an interrupted run whose Held is empty was interrupted
+// while it waited or provisioned.
 type Result struct {
 	// Exit is the status to exit with.
 	Exit int

@@ -176,7 +176,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		res = runner.Command(ctx, *o, c.Command)
 	}
 	classify(res)
-	if res.Code == "usage" && res.Held.Kind == "" {
+	if res.Code == runner.CodeUsage && res.Held.Kind == "" {
 		return usage(stdio.Stderr, res.Err)
 	}
 	report(stdio.Stderr, res, gate != nil)

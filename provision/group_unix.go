@@ -4,8 +4,6 @@ package provision
 
 import (
 	"context"
-	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -14,10 +12,6 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
-
-// groupPollInterval is how often a stopping process group is checked for
-// remaining members while it is within its grace period.
-const groupPollInterval = 10 * time.Millisecond
 
 // processes records the process groups of the external programs one Run
 // starts, so that a cancelled Run can stop all of them, including those of
@@ -39,7 +33,7 @@ func (p *processes) add(g *procGroup) {
 // forgetIfEmpty drops g, whose program has exited, if nothing is left in
 // its group, so a long script does not accumulate finished groups.
 func (p *processes) forgetIfEmpty(g *procGroup) {
-	if g.alive() {
+	if g.group().Alive() {
 		return
 	}
 	p.mu.Lock()
@@ -49,29 +43,27 @@ func (p *processes) forgetIfEmpty(g *procGroup) {
 	}
 }
 
-// stop sends SIGTERM to every recorded group, waits until each is empty or
-// its grace period has passed, and sends SIGKILL to those that are not.
-// It returns when every group has been signalled.
+// stop ends every recorded group with [procgroup.Stop]: SIGTERM (unless
+// the cancellation sent it already), SIGKILL to what is left once the
+// grace since that SIGTERM has passed, and returns when the groups are
+// empty (or KillWait after the SIGKILL). Processes that left a group
+// themselves (with setsid or setpgid) are beyond its reach.
 func (p *processes) stop() {
 	p.mu.Lock()
-	groups := slices.Clone(p.groups)
+	groups := make([]*procgroup.Group, 0, len(p.groups))
+	for _, g := range p.groups {
+		groups = append(groups, g.group())
+	}
 	p.mu.Unlock()
-	for _, g := range groups {
-		_ = g.terminate()
-	}
-	for _, g := range groups {
-		g.stop()
-	}
+	_ = procgroup.Stop(context.Background(), p.grace, groups...)
 }
 
-// procGroup is an external program started in a process group of its own,
-// together with the bookkeeping needed to stop everything in that group.
+// procGroup is an external program started in a process group of its own.
 type procGroup struct {
-	cmd   *exec.Cmd
-	grace time.Duration
+	cmd *exec.Cmd
 
-	mu       sync.Mutex
-	termSent time.Time // when SIGTERM was first sent to the group; zero before
+	once sync.Once
+	pg   *procgroup.Group
 }
 
 // newProcGroup prepares (but does not start) the program at path so that it
@@ -79,80 +71,19 @@ type procGroup struct {
 // that group. If the program is still running grace later, os/exec kills it
 // and stops waiting for its output.
 func newProcGroup(ctx context.Context, path string, grace time.Duration) *procGroup {
-	g := &procGroup{cmd: exec.CommandContext(ctx, path), grace: grace}
+	g := &procGroup{cmd: exec.CommandContext(ctx, path)}
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	g.cmd.Cancel = g.terminate
+	// os/exec calls Cancel only once the program has started.
+	g.cmd.Cancel = func() error { return g.group().Terminate() }
 	// WaitDelay also bounds the wait for output after the program exits, so
 	// a background process that inherited Stdout cannot make Wait hang.
 	g.cmd.WaitDelay = grace
 	return g
 }
 
-// pgid returns the id of the group, which is the pid of the program that
-// leads it, or 0 if the program was never started.
-func (g *procGroup) pgid() int {
-	if g.cmd.Process == nil {
-		return 0
-	}
-	return g.cmd.Process.Pid
-}
-
-// terminate sends SIGTERM to every process in the group, once.
-func (g *procGroup) terminate() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.termSent.IsZero() {
-		return nil
-	}
-	g.termSent = time.Now()
-	return g.signal(syscall.SIGTERM)
-}
-
-// stop makes sure the group got SIGTERM, waits until the group is empty or
-// the grace period since that SIGTERM has passed, and then sends SIGKILL to
-// whatever is left. Processes that left the group themselves (with setsid or
-// setpgid) are beyond its reach.
-func (g *procGroup) stop() {
-	if g.pgid() <= 0 {
-		return
-	}
-	// The program may have exited before the cancellation, in which case
-	// os/exec never called terminate.
-	_ = g.terminate()
-
-	g.mu.Lock()
-	deadline := g.termSent.Add(g.grace)
-	g.mu.Unlock()
-
-	tick := time.NewTicker(groupPollInterval)
-	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		if !g.alive() {
-			return
-		}
-		<-tick.C
-	}
-	_ = g.signal(syscall.SIGKILL)
-}
-
-// alive reports whether a process that is not a zombie is still in the
-// group (see [procgroup.Alive]).
-func (g *procGroup) alive() bool {
-	pgid := g.pgid()
-	return pgid > 0 && procgroup.Alive(pgid)
-}
-
-// signal sends sig to every process in the group. A group with no processes
-// left gives os.ErrProcessDone, as os/exec expects from a Cancel function.
-func (g *procGroup) signal(sig syscall.Signal) error {
-	pgid := g.pgid()
-	if pgid <= 0 {
-		// kill(0, sig) would signal our own process group.
-		return os.ErrProcessDone
-	}
-	err := syscall.Kill(-pgid, sig)
-	if errors.Is(err, syscall.ESRCH) {
-		return os.ErrProcessDone
-	}
-	return err
+// group is the program's process group, whose id is the pid of the
+// program that leads it. It is called only once the program has started.
+func (g *procGroup) group() *procgroup.Group {
+	g.once.Do(func() { g.pg = procgroup.New(g.cmd.Process.Pid) })
+	return g.pg
 }

@@ -66,10 +66,12 @@ type Command struct {
 // gives an error wrapping [ErrSyntax]. If ctx is cancelled or its deadline
 // passes before the script finishes, Run returns an error wrapping
 // ctx.Err(), whatever the script's status, and by then every process the
-// command started has been sent SIGTERM and, if it was still running after
-// c.KillGrace, SIGKILL. On Unix that includes grandchildren, except those
+// command started has been sent SIGTERM (with SIGCONT, so that a stopped
+// one acts on it) and, if it was still running after c.KillGrace, SIGKILL
+// (see procgroup.Stop). On Unix that includes grandchildren, except those
 // that moved to a process group or session of their own, and Run may wait
-// up to c.KillGrace for them to exit.
+// up to c.KillGrace for them to exit, and briefly after the SIGKILL for
+// them to be gone.
 func Run(ctx context.Context, c Command) error {
 	file, err := parseScript(c.Script, c.SlotID)
 	if err != nil {

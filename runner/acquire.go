@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
-	"github.com/durable-lease/durable-lease/internal/jsonout"
-	"github.com/durable-lease/durable-lease/internal/progress"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -77,12 +75,11 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 		if s != nil {
 			_, _ = s.release()
 		}
-		return nil, &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig,
+		return nil, &Result{Exit: signalStatus(sig), Code: CodeInterrupted, Signal: sig,
 			Err: fmt.Errorf("while acquiring: %w", &interruption{sig})}
 	}
 	if err != nil {
-		code, exit := jsonout.Classify(err)
-		return nil, &Result{Exit: exit, Code: code, Err: err}
+		return nil, &Result{Exit: ExitRefused, Code: CodeNotAcquired, Err: &AcquireError{Err: err}}
 	}
 	return s, nil
 }
@@ -92,9 +89,14 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	rn := newRenewals()
 	hopts := lease.HoldOptions{Interval: o.Heartbeat, Renewed: rn.note}
 	if o.Pool != nil {
-		line := progress.New(o.Log, "pool-run")
-		g, err := o.Pool.Acquire(ctx, pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, OnWait: line.Show})
-		line.Done()
+		req := pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait}
+		if o.Queue != nil {
+			req.OnWait = o.Queue.Show
+		}
+		g, err := o.Pool.Acquire(ctx, req)
+		if o.Queue != nil {
+			o.Queue.Done()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -260,11 +262,11 @@ func (s *session) release() (sig os.Signal, lost error) {
 func (s *session) finish(r *Result) *Result {
 	sig, lost := s.release()
 	switch {
-	case lost != nil && (r.Code == "ok" || r.Code == "failed"):
+	case lost != nil && (r.Code == CodeOK || r.Code == CodeFailed):
 		fmt.Fprintf(s.o.Log, "pool-run: %s was lost while the work ran: %v\n", s.held, lost)
-		r = &Result{Exit: ExitLost, Code: "lease_lost", Err: lost, Phases: r.Phases}
-	case sig != nil && (r.Code == "ok" || r.Code == "failed"):
-		r = &Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Phases: r.Phases,
+		r = &Result{Exit: ExitLost, Code: CodeLost, Err: lost, Phases: r.Phases}
+	case sig != nil && (r.Code == CodeOK || r.Code == CodeFailed):
+		r = &Result{Exit: signalStatus(sig), Code: CodeInterrupted, Signal: sig, Phases: r.Phases,
 			Err: fmt.Errorf("during the release: %w", &interruption{sig})}
 	}
 	return s.result(r)

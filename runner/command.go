@@ -26,10 +26,10 @@ import (
 // Every path that acquired releases exactly once.
 func Command(ctx context.Context, o Options, argv []string) *Result {
 	if err := o.check(); err != nil {
-		return &Result{Exit: 2, Code: "usage", Err: err}
+		return &Result{Exit: ExitUsage, Code: CodeUsage, Err: err}
 	}
 	if len(argv) == 0 {
-		return &Result{Exit: 2, Code: "usage", Err: fmt.Errorf("%w: no command to run", ErrInvalid)}
+		return &Result{Exit: ExitUsage, Code: CodeUsage, Err: fmt.Errorf("%w: no command to run", ErrInvalid)}
 	}
 	path, status, err := lookPath(argv[0], o.Dir, o.Env)
 	if err != nil {
@@ -43,18 +43,18 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 	// command only to stop it.
 	select {
 	case sig := <-o.Signals:
-		return s.finish(&Result{Exit: signalStatus(sig), Code: "interrupted", Signal: sig, Err: &interruption{sig}})
+		return s.finish(&Result{Exit: signalStatus(sig), Code: CodeInterrupted, Signal: sig, Err: &interruption{sig}})
 	default:
 	}
 	defer s.jobControl()()
 	w, err := wireStdio(&o, false)
 	if err != nil {
-		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: fmt.Errorf("%w: %v", ErrStart, err)})
+		return s.finish(&Result{Exit: ExitNotExecutable, Code: CodeNotExecutable, Err: fmt.Errorf("%w: %v", ErrStart, err)})
 	}
 	g, err := s.startGuardian(w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty})
 	if err != nil {
 		w.finish(0)
-		return s.finish(&Result{Exit: ExitNotExecutable, Code: "not_executable", Err: err})
+		return s.finish(&Result{Exit: ExitNotExecutable, Code: CodeNotExecutable, Err: err})
 	}
 	if w.saved != nil {
 		// The terminal is raw while the work runs: pool-run's own lines
@@ -67,9 +67,9 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 
 func codeOfStart(status int) string {
 	if status == ExitNotFound {
-		return "not_found"
+		return CodeNotFound
 	}
-	return "not_executable"
+	return CodeNotExecutable
 }
 
 // result turns how the work ended into the run's result: a loss, or a
@@ -78,23 +78,23 @@ func codeOfStart(status int) string {
 func (out *outcome) result(s *session) *Result {
 	switch {
 	case out.broken != nil:
-		return &Result{Exit: 3, Code: "internal", Err: out.broken}
+		return &Result{Exit: ExitInternal, Code: CodeInternal, Err: out.broken}
 	case out.startErr != nil:
-		return &Result{Exit: ExitNotExecutable, Code: "not_executable", Err: out.startErr}
+		return &Result{Exit: ExitNotExecutable, Code: CodeNotExecutable, Err: out.startErr}
 	case out.lost != nil:
-		return &Result{Exit: ExitLost, Code: "lease_lost", Err: out.lost}
+		return &Result{Exit: ExitLost, Code: CodeLost, Err: out.lost}
 	case out.why == whyTerminated:
-		return &Result{Exit: signalStatus(syscall.SIGTERM), Code: "interrupted", Signal: syscall.SIGTERM,
+		return &Result{Exit: signalStatus(syscall.SIGTERM), Code: CodeInterrupted, Signal: syscall.SIGTERM,
 			Err: fmt.Errorf("the guardian was sent SIGTERM: %w", &interruption{syscall.SIGTERM})}
 	case out.why == whyDeadline:
 		err := fmt.Errorf("%w: %s was not renewed in time (pool-run stopped or hung); the guardian killed the work before the lease could expire", lease.ErrLost, s.held)
-		return &Result{Exit: ExitLost, Code: "lease_lost", Err: err}
+		return &Result{Exit: ExitLost, Code: CodeLost, Err: err}
 	case out.sig != nil:
-		return &Result{Exit: signalStatus(out.sig), Code: "interrupted", Signal: out.sig, Err: &interruption{out.sig}}
+		return &Result{Exit: signalStatus(out.sig), Code: CodeInterrupted, Signal: out.sig, Err: &interruption{out.sig}}
 	}
-	code := "ok"
+	code := CodeOK
 	if out.status != 0 {
-		code = "failed"
+		code = CodeFailed
 	}
 	return &Result{Exit: out.status, Code: code}
 }

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/gates"
-	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -20,10 +19,10 @@ import (
 // Phase results, as the summary shows them.
 const (
 	PhasePassed      = "passed"
-	PhaseFailed      = "failed"
-	PhaseTimeout     = "timeout"
-	PhaseLost        = "lease_lost"
-	PhaseInterrupted = "interrupted"
+	PhaseFailed      = CodeFailed
+	PhaseTimeout     = CodeTimeout
+	PhaseLost        = CodeLost
+	PhaseInterrupted = CodeInterrupted
 	PhaseResetFailed = "reset_failed"
 	PhaseSkipped     = "skipped"
 )
@@ -49,10 +48,10 @@ type PhaseResult struct {
 // be stopped.
 func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
 	if err := o.check(); err != nil {
-		return &Result{Exit: 2, Code: "usage", Err: err}
+		return &Result{Exit: ExitUsage, Code: CodeUsage, Err: err}
 	}
 	if len(g.Phases) == 0 {
-		return &Result{Exit: 2, Code: "usage", Err: fmt.Errorf("%w: a gate needs phases", ErrInvalid)}
+		return &Result{Exit: ExitUsage, Code: CodeUsage, Err: fmt.Errorf("%w: a gate needs phases", ErrInvalid)}
 	}
 	s, res := acquire(ctx, &o)
 	if res != nil {
@@ -81,18 +80,18 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	}
 	extra, err := g.Expand(lookup)
 	if err != nil {
-		return s.finish(&Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)})
+		return s.finish(&Result{Exit: ExitUsage, Code: CodeUsage, Err: err, Phases: skipped(g.Phases, 0)})
 	}
 	env := append(gitless(s.env), extra...)
 	defer s.jobControl()()
 	w, err := wireStdio(s.o, true)
 	if err != nil {
-		return s.finish(&Result{Exit: 3, Code: "internal", Err: err, Phases: skipped(g.Phases, 0)})
+		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)})
 	}
 	gd, err := s.startGuardian(w, &guardStart{Phases: true, Ctty: -1})
 	if err != nil {
 		w.finish(0)
-		return s.finish(&Result{Exit: 3, Code: "internal", Err: err, Phases: skipped(g.Phases, 0)})
+		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)})
 	}
 	r := s.phases(ctx, g, gd, w, env)
 	r = s.finish(r)
@@ -129,7 +128,7 @@ func (s *session) phases(ctx context.Context, g *gates.Gate, gd *guard, w *workI
 	if err := s.lost(); err != nil {
 		return &Result{Exit: ExitLost, Code: PhaseLost, Err: err, Phases: results}
 	}
-	return &Result{Exit: 0, Code: "ok", Phases: results}
+	return &Result{Exit: 0, Code: CodeOK, Phases: results}
 }
 
 // runPhase resets the slot if the phase asks for it, then has the
@@ -155,15 +154,7 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 			return end(ended.result, ended.exit, ended.err)
 		}
 		if err != nil {
-			code, exit := jsonout.Classify(err)
-			result := PhaseResetFailed
-			switch {
-			case errors.Is(err, pool.ErrLeaseLost), errors.Is(err, lease.ErrNotHeld),
-				errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
-				return end(PhaseLost, ExitLost, err)
-			case code == pool.GrantHealthFailed:
-				result = code
-			}
+			result, exit, err := resetFailure(err)
 			return end(result, exit, err)
 		}
 	}
@@ -181,15 +172,15 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 	}
 	out := s.await(ctx, gd, timeout, w)
 	switch r := out.result(s); {
-	case r.Code == "lease_lost":
+	case r.Code == CodeLost:
 		return end(PhaseLost, ExitLost, r.Err)
-	case r.Code == "interrupted":
+	case r.Code == CodeInterrupted:
 		return end(PhaseInterrupted, r.Exit, r.Err)
 	case out.timedOut:
-		return end(PhaseTimeout, ExitTimeout, fmt.Errorf("phase %s ran out of its %s", ph.Name, ph.Timeout))
-	case r.Code == "ok":
+		return end(PhaseTimeout, ExitTimeout, &phaseTimeout{ph.Name, ph.Timeout})
+	case r.Code == CodeOK:
 		return end(PhasePassed, 0, nil)
-	case r.Code == "failed":
+	case r.Code == CodeFailed:
 		return end(PhaseFailed, r.Exit, fmt.Errorf("phase %s: exit status %d", ph.Name, r.Exit))
 	default:
 		fmt.Fprintf(s.o.Log, "pool-run: phase %s: %v\n", ph.Name, r.Err)
@@ -279,6 +270,43 @@ func endedBy(cause error) *ending {
 	}
 	return &ending{PhaseInterrupted, signalStatus(syscall.SIGTERM), &interruption{syscall.SIGTERM}}
 }
+
+// resetFailure is how a phase whose reset failed with err ends: lost when
+// the reset found the lease gone, else the pool's verdict on the slot
+// (reset_failed or health_failed, a refusal), else a failure of the store.
+func resetFailure(err error) (result string, exit int, _ error) {
+	var se *pool.SlotError
+	switch {
+	case errors.Is(err, pool.ErrLeaseLost), errors.Is(err, lease.ErrNotHeld),
+		errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrExpired):
+		return PhaseLost, ExitLost, lostError{err}
+	case errors.As(err, &se) && se.State == pool.GrantHealthFailed:
+		return CodeHealthFailed, ExitRefused, err
+	case errors.As(err, &se):
+		return PhaseResetFailed, ExitRefused, err
+	}
+	return PhaseResetFailed, ExitInternal, err
+}
+
+// lostError is a loss seen through another error (a reset that found the
+// lease gone): it matches ErrLost, and reads as that error.
+type lostError struct{ err error }
+
+func (e lostError) Error() string        { return e.err.Error() }
+func (e lostError) Unwrap() error        { return e.err }
+func (e lostError) Is(target error) bool { return target == ErrLost }
+
+// phaseTimeout is a phase that ran out of its timeout; it matches
+// ErrPhaseTimeout.
+type phaseTimeout struct {
+	name    string
+	timeout time.Duration
+}
+
+func (e *phaseTimeout) Error() string {
+	return fmt.Sprintf("phase %s ran out of its %s", e.name, e.timeout)
+}
+func (e *phaseTimeout) Is(target error) bool { return target == ErrPhaseTimeout }
 
 // interruption is a run ended by a signal; it matches ErrInterrupted.
 type interruption struct{ sig os.Signal }

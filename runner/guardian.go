@@ -482,6 +482,16 @@ func (g *guardian) parentDied() {
 	g.beginStop(g.start.Grace)
 }
 
+// The guardian's stop (beginStop, kill, step) is not procgroup.Stop, which
+// provision uses for a phase's programs and pool-run for the work's group
+// when the guardian is gone: the work here is the tree below the
+// subreaper, whatever groups and sessions it moved to, its end is proven
+// by waitid (noChildren) rather than by a scan, and the stop runs inside
+// the guardian's loop, which must go on reaping, following pool-run and
+// moving the kill earlier when the lease's deadline comes first. The
+// sequence is the same: SIGTERM (and SIGCONT to a work it had stopped),
+// SIGKILL after the grace, SIGKILL again while anything is left.
+
 // beginStop sends SIGTERM to every process of the work (continuing them
 // if they were stopped by pool-run, which the lease still covers) and
 // sets SIGKILL for grace from now, or the hard deadline if sooner.

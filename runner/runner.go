@@ -13,9 +13,18 @@ import (
 	"github.com/durable-lease/durable-lease/pool"
 )
 
-// Exit statuses of a run, besides the command's own and those of a failed
-// acquisition (1 refused or timed out, 2 usage, 3 internal).
+// Exit statuses of a run, besides the command's own. The first three are
+// those every durable-lease CLI exits with (internal/outcome), so that a
+// run's status means what a lease or pool command's does.
 const (
+	// ExitRefused is a refusal: nothing was acquired (see [AcquireError]),
+	// or a gate's reset or health check failed on the slot.
+	ExitRefused = 1
+	// ExitUsage is bad options or a bad gate; nothing was acquired.
+	ExitUsage = 2
+	// ExitInternal is an unexpected failure: the guardian could not start
+	// or died, or the store failed during a reset.
+	ExitInternal = 3
 	// ExitLost is EX_TEMPFAIL from sysexits.h: the lease was lost while the
 	// work ran, so the work was stopped and may be retried.
 	ExitLost = 75
@@ -41,7 +50,8 @@ const DefaultKillGrace = 10 * time.Second
 // pool-run blocks the baton.
 const DefaultBatonTTL = 15
 
-// Sentinel errors; match them with errors.Is.
+// Sentinel errors; match them with errors.Is. Which one a [Result]'s Err
+// matches follows from its Code (see [Result]).
 var (
 	// ErrInvalid reports bad options; nothing was acquired.
 	ErrInvalid = errors.New("runner: invalid options")
@@ -49,6 +59,47 @@ var (
 	ErrStart = errors.New("runner: cannot start the command")
 	// ErrInterrupted reports a run ended by a signal.
 	ErrInterrupted = errors.New("runner: interrupted")
+	// ErrNotAcquired reports that the pool or the store refused the lease
+	// or failed; nothing ran. The error is an [*AcquireError].
+	ErrNotAcquired = errors.New("runner: not acquired")
+	// ErrLost reports that the lease was lost while the work ran, or was
+	// found lost at the release. It is [lease.ErrLost] itself, so a
+	// [lease.Hold]'s loss matches it.
+	ErrLost = lease.ErrLost
+	// ErrPhaseTimeout reports a gate phase that ran out of its timeout.
+	ErrPhaseTimeout = errors.New("runner: phase timed out")
+)
+
+// AcquireError reports an acquisition that the pool or the store refused
+// or could not complete: nothing was held and nothing ran. Err is their
+// error, read with errors.Is and errors.As ([pool.ErrSaturated],
+// [pool.ErrTimeout], a [*lease.HeldError], [lease.ErrUnavailable], ...);
+// runner does not tell the refusals apart, its caller does (pool-run names
+// each one with the code and status of the pool CLI). It matches
+// [ErrNotAcquired], and its text is Err's.
+type AcquireError struct{ Err error }
+
+func (e *AcquireError) Error() string        { return e.Err.Error() }
+func (e *AcquireError) Unwrap() error        { return e.Err }
+func (e *AcquireError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Codes of a [Result]: a stable word for each way a run ends.
+const (
+	CodeOK            = "ok"
+	CodeFailed        = "failed" // the work's own non-zero status
+	CodeUsage         = "usage"
+	CodeNotAcquired   = "not_acquired"
+	CodeInterrupted   = "interrupted"
+	CodeLost          = "lease_lost"
+	CodeTimeout       = "timeout" // a gate phase
+	CodeNotFound      = "not_found"
+	CodeNotExecutable = "not_executable"
+	CodeInternal      = "internal"
+	// A gate's reset before a phase failed: the slot's reset command, or
+	// its health check after the reset (pool.GrantResetFailed and
+	// pool.GrantHealthFailed).
+	CodeResetFailed  = PhaseResetFailed
+	CodeHealthFailed = "health_failed"
 )
 
 // Options say what to hold and how to run under it.
@@ -91,8 +142,13 @@ type Options struct {
 	// Signals, when set, delivers the signals to forward. The first one
 	// received also decides the status, 128 + its number.
 	Signals <-chan os.Signal
-	// Log, when set, gets the progress and summary lines (default Stderr).
+	// Log, when set, gets the lines that tell what the run is doing
+	// (default Stderr): a wait for the baton, a loss, a phase starting.
+	// How the run ended is the [Result]'s, for the caller to tell.
 	Log io.Writer
+	// Queue, when set, is shown the run's place in the pool's queue while
+	// it waits for a slot.
+	Queue QueueReporter
 	// JobControl makes SIGTSTP (Ctrl-Z) stop the work and then this
 	// process, as a shell job; when continued, the lease is renewed before
 	// the work runs again. A command-line program sets it; a library
@@ -149,14 +205,34 @@ func (o *Options) check() error {
 	return nil
 }
 
-// Result is how a run ended.
+// Result is how a run ended. Code says which way, Exit is the status to
+// exit with, and Err explains a run that did not end with the work's own
+// status. Err's contract, for each Code:
+//
+//	Code            Exit       Err
+//	ok              0          nil
+//	failed          the work's nil (a gate's failed phase has its own Err)
+//	usage           2          matches ErrInvalid (bad options, no command, no phases),
+//	                           or is the gate's error (its env does not expand)
+//	not_acquired    1          an *AcquireError: the pool's or the store's error
+//	interrupted     128+n      matches ErrInterrupted; Signal is signal n
+//	lease_lost      75         matches ErrLost
+//	timeout         124        matches ErrPhaseTimeout
+//	not_found       127        matches ErrStart
+//	not_executable  126        matches ErrStart
+//	reset_failed,   1          the pool's *pool.SlotError (its State is the code)
+//	health_failed
+//	reset_failed    3          the store's error during the reset
+//	internal        3          the guardian could not start or died
+//
+// A work whose own status is 75 or 124 is "failed", never "lease_lost" or
+// "timeout". For usage, not_acquired and not_found nothing was held and
+// nothing ran; an interrupted run whose Held is empty was interrupted
+// while it waited or provisioned.
 type Result struct {
 	// Exit is the status to exit with.
 	Exit int
-	// Code is a stable word for the outcome: "ok", "failed" (the work's
-	// own non-zero status), "lease_lost", "timeout" (a phase), "interrupted",
-	// "not_found" / "not_executable" / "reset_failed" / "health_failed",
-	// or the refusal code of a failed acquisition ("held", "saturated", ...).
+	// Code is a stable word for the outcome, one of the Code constants.
 	Code string
 	// Err explains a run that did not end with the work's own status.
 	Err error
@@ -170,13 +246,23 @@ type Result struct {
 	Phases []PhaseResult
 }
 
+// QueueReporter is shown a waiter's place in a pool's queue: Show at
+// each change (it is the wait's [pool.AcquireRequest.OnWait]), then Done
+// once when the wait is over, whichever way, before anything else is
+// written to [Options.Log]. pool-run's is a line on stderr, updated in
+// place on a terminal.
+type QueueReporter interface {
+	Show(pool.Position)
+	Done()
+}
+
 // Held is what a run held.
 type Held struct {
-	Kind  string `json:"kind"`
-	Slot  string `json:"slot,omitempty"`
-	Pool  string `json:"pool,omitempty"`
-	Owner string `json:"owner"`
-	Token string `json:"-"`
+	Kind  string
+	Slot  string // a pool slot's id; "" for a baton
+	Pool  string // the pool's name; "" for a baton
+	Owner string
+	Token string
 }
 
 // String is "slot 1 of pool p" or "lease k".

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -126,8 +127,8 @@ func TestGateStopsOnLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-done
-	if r.Exit != ExitLost || r.Code != PhaseLost {
-		t.Fatalf("result %+v, want exit 75", r)
+	if r.Exit != ExitLost || r.Code != PhaseLost || !errors.Is(r.Err, ErrLost) {
+		t.Fatalf("result %+v, want exit 75 matching ErrLost", r)
 	}
 	got := []string{r.Phases[0].Result, r.Phases[1].Result}
 	if !slices.Equal(got, []string{PhaseLost, PhaseSkipped}) {
@@ -161,8 +162,10 @@ func TestGateResetFailureStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Gate(context.Background(), o, g)
-	if r.Exit != 1 || r.Phases[1].Result != PhaseResetFailed || !r.Phases[1].Reset {
-		t.Errorf("result %+v phases %+v, want exit 1 with phase 2 reset_failed", r, r.Phases)
+	var se *pool.SlotError
+	if r.Exit != 1 || r.Code != CodeResetFailed || r.Phases[1].Result != PhaseResetFailed || !r.Phases[1].Reset ||
+		!errors.As(r.Err, &se) || se.State != pool.GrantResetFailed {
+		t.Errorf("result %+v phases %+v, want exit 1 with phase 2 reset_failed, a *pool.SlotError", r, r.Phases)
 	}
 	if out.String() != "one\n" {
 		t.Errorf("stdout %q, want only phase one", out.String())
@@ -331,4 +334,56 @@ func TestHugeKillGraceIsAGrace(t *testing.T) {
 	if _, err := os.Stat(cleaned); err != nil {
 		t.Errorf("the leftover got no time to handle SIGTERM: %v", err)
 	}
+}
+
+// TestGuardianDeathEndsTheWork: when the guardian dies (SIGKILL), the
+// work's process group is killed before the run returns, the run ends as
+// internal (exit 3), and the lease is still given back.
+func TestGuardianDeathEndsTheWork(t *testing.T) {
+	s := testStore(t)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	done := make(chan *Result, 1)
+	go func() {
+		done <- Command(context.Background(), o, []string{"sh", "-c", "trap '' TERM; sleep 60 & echo $$ $! > pids; wait"})
+	}()
+	var work, child int
+	pids := filepath.Join(o.Dir, "pids")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(pids); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			if _, err := fmt.Sscan(string(b), &work, &child); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the work never started")
+		}
+	}
+	p, ok := readStat(work)
+	if !ok {
+		t.Fatal("the work is gone already")
+	}
+	// The guardian tells pool-run the work's pid just after the fork,
+	// which the work's first line may beat; pool-run cannot reach a work
+	// it was never told of.
+	time.Sleep(200 * time.Millisecond)
+	if err := syscall.Kill(p.ppid, syscall.SIGKILL); err != nil { // the guardian
+		t.Fatal(err)
+	}
+	var r *Result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end when its guardian died")
+	}
+	if r.Exit != ExitInternal || r.Code != CodeInternal || !strings.Contains(r.Err.Error(), "process group was killed") {
+		t.Errorf("result %+v, want internal (exit 3), the work's group killed", r)
+	}
+	for _, pid := range []int{work, child} {
+		if st := processState(pid); st != 0 && st != 'Z' {
+			t.Errorf("process %d of the work is still running (state %c) after the run", pid, st)
+		}
+	}
+	freeAfter(t, s, "b")
 }

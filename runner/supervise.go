@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -69,9 +70,6 @@ type guard struct {
 	gone chan struct{} // closed when the guardian has exited
 	err  error         // its Wait's error
 	work int           // the pid of the work (or phase) last started
-	// extra keeps the inherited descriptors' files reachable: a finalizer
-	// would close them in this process.
-	extra []*os.File
 }
 
 // Bounds of the guardian's own deadline: the margin before the lease's
@@ -149,7 +147,7 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
 	}
 	w.started()
-	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{}), extra: extra}
+	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
 	g.msgs = g.c.recv()
 	go func() {
 		g.err = cmd.Wait()
@@ -263,8 +261,10 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v", g.cmd.Process.Pid, g.err)
 				if g.work > 0 {
 					// What can still be reached: the work's own process
-					// group (its session, led by it).
-					_ = syscall.Kill(-g.work, syscall.SIGKILL)
+					// group (its session, led by it). Nobody guards the
+					// lease's deadline for the work any more: no grace,
+					// and it is gone before the release.
+					_ = procgroup.Stop(context.WithoutCancel(ctx), 0, procgroup.New(g.work))
 					out.broken = fmt.Errorf("%w; the work's process group was killed", out.broken)
 				}
 				return out

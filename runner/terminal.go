@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -254,12 +255,38 @@ func filesUpTo(high int, open map[int]bool) []*os.File {
 	var out []*os.File
 	for fd := 3; fd <= high; fd++ {
 		if open[fd] {
-			out = append(out, os.NewFile(uintptr(fd), "inherited"))
+			out = append(out, inheritedFile(fd))
 		} else {
 			out = append(out, nil)
 		}
 	}
 	return out
+}
+
+// inherited holds an *os.File for each inherited descriptor passed on so
+// far, for the life of the process. Such a file must stay reachable: an
+// unreachable *os.File closes its descriptor in a finalizer, which, for a
+// descriptor this process got rather than opened, would close it for
+// good, and once its number was reused, a socket or a file of a later
+// run (a library caller runs Command more than once).
+var inherited struct {
+	sync.Mutex
+	files map[int]*os.File
+}
+
+// inheritedFile is the one *os.File of the inherited descriptor fd.
+func inheritedFile(fd int) *os.File {
+	inherited.Lock()
+	defer inherited.Unlock()
+	if f, ok := inherited.files[fd]; ok {
+		return f
+	}
+	if inherited.files == nil {
+		inherited.files = make(map[int]*os.File)
+	}
+	f := os.NewFile(uintptr(fd), "inherited")
+	inherited.files[fd] = f
+	return f
 }
 
 // crlf writes lines to a terminal in raw mode, where a newline alone no

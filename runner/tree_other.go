@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
 
 // Without a subreaper and /proc, the guardian reaches the work through its
@@ -29,7 +31,7 @@ func processState(int) byte { return 'S' }
 // descendants stands the work's process group in for the tree: one entry
 // whose signals go to the whole group, while it has members.
 func descendants(_, pgid int) []proc {
-	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
+	if !procgroup.New(pgid).Alive() {
 		return nil
 	}
 	return []proc{{pid: -pgid, state: 'S'}}

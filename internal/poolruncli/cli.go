@@ -25,6 +25,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/progress"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -175,7 +176,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	} else {
 		res = runner.Command(ctx, *o, c.Command)
 	}
-	if res.Code == "usage" && res.Held.Kind == "" {
+	classify(res)
+	if res.Code == runner.CodeUsage && res.Held.Kind == "" {
 		return usage(stdio.Stderr, res.Err)
 	}
 	report(stdio.Stderr, res, gate != nil)
@@ -214,16 +216,16 @@ func usage(w io.Writer, err error) int {
 // report prints the run's closing lines on stderr.
 func report(w io.Writer, r *runner.Result, gate bool) {
 	if gate && len(r.Phases) > 0 {
-		fmt.Fprint(w, "pool-run: gate summary\n"+r.Table())
+		fmt.Fprint(w, "pool-run: gate summary\n"+phaseTable(r))
 	}
-	fmt.Fprintln(w, r.Line())
+	fmt.Fprintln(w, closingLine(r))
 }
 
 // writeSummary replaces path with the summary, atomically: a reader sees
 // the old file or the whole new one, and a symlink at path is replaced,
 // not followed.
 func writeSummary(path string, r *runner.Result) error {
-	data, err := json.MarshalIndent(r.Summary(), "", "  ")
+	data, err := json.MarshalIndent(summaryOf(r), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -283,7 +285,8 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 	if err != nil {
 		return nil, nil, err
 	}
-	o := &runner.Options{JobControl: true, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait}
+	o := &runner.Options{JobControl: true, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait,
+		Queue: progress.New(stdio.Stderr, "pool-run")}
 	if c.WaitMs != nil {
 		if *c.WaitMs == 0 {
 			o.NoWait = true

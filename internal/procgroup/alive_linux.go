@@ -1,4 +1,3 @@
-// Package procgroup tells whether a process group still has live members.
 package procgroup
 
 import (

@@ -102,6 +102,16 @@ func TestEtaText(t *testing.T) {
 	}
 }
 
+// TestFormatEtaAgreesWithEtaMs: the JSON eta says what etaMs says, never
+// "~1m" of a few milliseconds.
+func TestFormatEtaAgreesWithEtaMs(t *testing.T) {
+	for ms, want := range map[int64]string{0: "<1s", 72: "<1s", 40_000: "~40s", 8 * 60_000: "~8m", 125 * 60_000: "~2h05m"} {
+		if got := FormatEta(ms); got != want {
+			t.Errorf("FormatEta(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}
+
 // TestEtaSaturates: a queue of thousands behind a year-long average gives
 // a hundred years at most, never a wrapped-around or negative figure.
 func TestEtaSaturates(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,12 +48,20 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-// goTool is the go command: on PATH, else the one that built this test.
+// goTool is the go command: the one named by GOROOT, as go test sets it,
+// else the one on PATH.
 func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // newSession finds the caller's Go caches and, unless bin is "", installs

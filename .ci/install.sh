@@ -3,7 +3,7 @@
 # is missing: git, PostgreSQL, Redis and pre-commit from the distribution's
 # packages (Debian), and lefthook, pinned, from npm into .ci/tools; and
 # tmux, bash and python3 for the terminal tests (internal/pooltop,
-# internal/poolruncli).
+# internal/poolruncli); jq for the docs' blocks (internal/doctest).
 #
 #   .ci/install.sh            install what is missing
 #   .ci/install.sh lefthook   print the path of the pinned lefthook binary
@@ -50,6 +50,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# jq for the README's and docs' blocks, which internal/doctest runs as pasted.
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The distribution's etcd, to prove the client works with it (etcdstore's
 # tests run against it with ETCDTEST_BINARY; go test itself embeds etcd).
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)

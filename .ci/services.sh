@@ -22,6 +22,14 @@ REDISPORT_=${DL_TEST_REDIS_PORT:-56379}
 HOST_=127.0.0.1
 PGSUPER_=postgres
 DIR_=${DL_SERVICES_DIR:-${TMPDIR:-/tmp}/durable-lease-services-$(id -u)}
+case $DIR_ in
+  /*) ;;
+  *) DIR_=$(pwd)/$DIR_ ;;
+esac
+# The service user runs initdb, pg_ctl and redis-server from the current
+# directory, which it may be unable to enter (root's home is 0700): they
+# then warn or fail. Every path here is absolute, so work from /.
+cd /
 
 say() { printf 'services: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }

@@ -135,11 +135,11 @@ func judgeStoreDir(dir string, uid, gid, mode uint32, id identity) (storefile.Pe
 	if uid != me && uid != 0 {
 		return unsafe(fmt.Sprintf("belongs to another user (you are %s): its owner could read every token and rewrite every lease", accounts().user(me)),
 			"use a store of your own (another --store or LEASE_STORE, or remove this directory if it was planted), "+
-				"or have root make it a group store (see the README, \"Sharing a store\")")
+				"or have root make it a group store (see docs/CLI.md, \"Stores and who may use them\")")
 	}
 	if mode&0o002 != 0 {
 		return unsafe("is writable by every user",
-			fmt.Sprintf("chmod 700 %s for a store of your own, or make it a group store (chmod 2770, see the README, \"Sharing a store\")", dir))
+			fmt.Sprintf("chmod 700 %s for a store of your own, or make it a group store (chmod 2770, see docs/CLI.md, \"Stores and who may use them\")", dir))
 	}
 	if mode&0o020 == 0 {
 		return storefile.Private, true, nil
@@ -154,7 +154,7 @@ func judgeStoreDir(dir string, uid, gid, mode uint32, id identity) (storefile.Pe
 		return unsafe("is a group store of a group you are not in", "use a store of your own, or ask for membership of the group")
 	}
 	return unsafe("is writable by its group without being a group store",
-		fmt.Sprintf("chmod 700 %s for a store of your own, or chmod 2770 %s for a group store (see the README, \"Sharing a store\")", dir, dir))
+		fmt.Sprintf("chmod 700 %s for a store of your own, or chmod 2770 %s for a group store (see docs/CLI.md, \"Stores and who may use them\")", dir, dir))
 }
 
 // accountDB is what the store check needs of /etc/passwd and /etc/group:

@@ -449,6 +449,27 @@ func valueText(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// WorkEnv is the environment pool-run gives the work it runs on slot s:
+// the slot's POOL_SLOT_* variables (as its provision, reset and health
+// commands see them, without POOL_ACTION), with the grant's env on top,
+// which wins on a name both define. Without grantEnv the two are the
+// same.
+func (c *Config) WorkEnv(s *Slot) (map[string]string, error) {
+	grant, _, err := c.grantParts(s)
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(grant)+len(s.Attributes)+2)
+	for _, kv := range slotEnvNoAction(s) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for k, v := range grant {
+		env[k] = v
+	}
+	return env, nil
+}
+
 // grantParts computes the env and extra fields a grant of slot carries.
 func (c *Config) grantParts(s *Slot) (map[string]string, map[string]any, error) {
 	env := map[string]string{}

@@ -111,14 +111,10 @@ func (e *SlotError) Error() string {
 
 func (e *SlotError) Unwrap() error { return e.Err }
 
-// FormatEta renders an ETA as whole minutes, at least one: "~3m".
-func FormatEta(ms int64) string {
-	m := (ms + 30_000) / 60_000
-	if m < 1 {
-		m = 1
-	}
-	return fmt.Sprintf("~%dm", m)
-}
+// FormatEta renders an ETA for the JSON "eta" field: [EtaText], the same
+// text as the queue line on stderr, so that it agrees with "etaMs" beside
+// it. (The Node tool's whole minutes, at least one, said "~1m" of 72 ms.)
+func FormatEta(ms int64) string { return EtaText(ms) }
 
 func configErr(path, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrConfig, path, fmt.Sprintf(format, args...))

@@ -119,7 +119,7 @@ func quarantineOf(rec *lease.Record) *Quarantine {
 
 // EtaText renders an ETA for people: seconds under a minute ("~40s"),
 // minutes under an hour ("~12m"), else hours and minutes ("~2h05m").
-// The JSON "eta" field keeps [FormatEta], the Node tool's whole minutes.
+// The JSON "eta" field says the same ([FormatEta]).
 func EtaText(ms int64) string {
 	secs := (max(ms, 0) + 500) / 1000
 	switch mins := (secs + 30) / 60; {

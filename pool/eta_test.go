@@ -98,7 +98,17 @@ func TestEtaText(t *testing.T) {
 		{59*60_000 + 31_000, "~1h00m"}, {125 * 60_000, "~2h05m"},
 	} {
 		if got := pool.EtaText(tt.ms); got != tt.want {
-			t.Errorf("EtaText(%d) = %q, want %q", tt.ms, got, tt.want)
+			t.Errorf("pool.EtaText(%d) = %q, want %q", tt.ms, got, tt.want)
+		}
+	}
+}
+
+// TestFormatEtaAgreesWithEtaMs: the JSON eta says what etaMs says, never
+// "~1m" of a few milliseconds.
+func TestFormatEtaAgreesWithEtaMs(t *testing.T) {
+	for ms, want := range map[int64]string{0: "<1s", 72: "<1s", 40_000: "~40s", 8 * 60_000: "~8m", 125 * 60_000: "~2h05m"} {
+		if got := pool.FormatEta(ms); got != want {
+			t.Errorf("pool.FormatEta(%d) = %q, want %q", ms, got, want)
 		}
 	}
 }

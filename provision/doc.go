@@ -3,8 +3,9 @@
 //
 // A pool file gives each command as shell text, for example
 // "sh scripts/provision.sh --slot" or "createdb app && echo ok". [Run] parses
-// that text, appends the slot id as the final argument of its last simple
-// command, and interprets it without starting a system shell, so the commands
+// that text, gives it the slot id as $1 and, when it is one command line,
+// as the final argument of its last simple command (never of exit or
+// return), and interprets it without starting a system shell, so the commands
 // work on hosts that have neither bash nor sh. Builtins such as echo, test,
 // printf, case and export run inside the current process; other programs
 // (psql, redis-cli, sleep) are started as ordinary child processes.

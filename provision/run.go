@@ -31,8 +31,8 @@ type Command struct {
 	// Env is the complete environment as "NAME=value" strings, usually
 	// os.Environ() followed by [SlotEnv]. A nil Env is an empty environment.
 	Env []string
-	// SlotID, unless empty, is appended as the final argument of the
-	// script's last simple command; see [Run].
+	// SlotID, unless empty, is the script's $1 and is appended as the
+	// final argument of a one-line command; see [Run].
 	SlotID string
 	// Stdin is the command's standard input; nil reads nothing.
 	Stdin io.Reader
@@ -54,16 +54,22 @@ type Command struct {
 
 // Run parses c.Script, appends c.SlotID and interprets the result.
 //
-// The slot id is added to the parsed script as one single-quoted word, so it
-// reaches the command as exactly one literal argument whatever characters it
-// contains. It goes to the last statement's simple command or, when that
-// statement is a list or pipeline such as "a && b" or "a | b", to its
-// right-most simple command.
+// The slot id is the script's first positional parameter ($1), as in the
+// Node tool's `sh -c '<command> "$1"' name <id>`. When the script is one
+// command line (one statement, such as "sh provision.sh --slot" or
+// "cd scripts && ./provision.sh --slot"), the slot id is also added to the
+// parsed script as one single-quoted word, so it reaches the command as
+// exactly one literal argument whatever characters it contains. It goes to
+// the statement's simple command or, when that statement is a list or
+// pipeline such as "a && b" or "a | b", to its right-most simple command;
+// never to exit or return, whose argument is a status. A script of several
+// statements ("echo x; exit 3", or several lines) gets nothing appended
+// and reads the id as $1 or $POOL_SLOT_ID.
 //
 // Run returns nil when the script exits with status 0. A non-zero status
 // gives an [*ExitError], which wraps [ErrFailed]. A script that does not
-// parse, is empty, or does not end in a simple command while SlotID is set
-// gives an error wrapping [ErrSyntax]. If ctx is cancelled or its deadline
+// parse, is empty, or is one statement that does not end in a simple
+// command while SlotID is set gives an error wrapping [ErrSyntax]. If ctx is cancelled or its deadline
 // passes before the script finishes, Run returns an error wrapping
 // ctx.Err(), whatever the script's status, and by then every process the
 // command started has been sent SIGTERM (with SIGCONT, so that a stopped
@@ -100,12 +106,17 @@ func Run(ctx context.Context, c Command) error {
 	}
 
 	started := &processes{grace: grace}
-	runner, err := interp.New(
+	opts := []interp.RunnerOption{
 		interp.Env(expand.ListEnviron(c.Env...)),
 		interp.Dir(c.Dir),
 		interp.StdIO(c.Stdin, stdout, stderr),
 		interp.ExecHandlers(started.middleware),
-	)
+	}
+	if c.SlotID != "" {
+		// "--" ends the options, so an id such as "-e" is a parameter.
+		opts = append(opts, interp.Params("--", c.SlotID))
+	}
+	runner, err := interp.New(opts...)
 	if err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}

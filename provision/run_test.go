@@ -138,7 +138,8 @@ printf '%s|' "$@" done`
 	if err := Run(context.Background(), Command{Script: script, Env: env, SlotID: "4", Stdout: &out}); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if got, want := out.String(), "create db_4 on 3000\ndone|4|"; got != want {
+	// A script of several lines gets the id as $1, and nothing appended.
+	if got, want := out.String(), "create db_4 on 3000\n4|done|"; got != want {
 		t.Errorf("output = %q, want %q", got, want)
 	}
 

@@ -8,7 +8,8 @@ import (
 )
 
 // parseScript parses script and, unless slotID is empty, appends slotID as
-// the final argument of the script's last simple command.
+// the final argument of the script's command when the script is one
+// command line (see [takesAppendedID]).
 //
 // All errors wrap [ErrSyntax].
 func parseScript(script, slotID string) (*syntax.File, error) {
@@ -19,7 +20,11 @@ func parseScript(script, slotID string) (*syntax.File, error) {
 	if len(file.Stmts) == 0 {
 		return nil, fmt.Errorf("%w: the command is empty", ErrSyntax)
 	}
-	if slotID == "" {
+	if slotID == "" || len(file.Stmts) > 1 {
+		// A script of several statements ("echo x; exit 3", or lines) is
+		// a script, not a command line: an argument glued to its last
+		// command would change what that command does. It reads the slot
+		// id as $1 or $POOL_SLOT_ID instead.
 		return file, nil
 	}
 	if err := appendArg(file, slotID); err != nil {
@@ -36,6 +41,9 @@ func appendArg(file *syntax.File, arg string) error {
 	call, err := lastCall(file.Stmts[len(file.Stmts)-1])
 	if err != nil {
 		return err
+	}
+	if !takesAppendedID(call) {
+		return nil
 	}
 	call.Args = append(call.Args, &syntax.Word{
 		Parts: []syntax.WordPart{&syntax.SglQuoted{Value: arg}},
@@ -65,6 +73,20 @@ func lastCall(stmt *syntax.Stmt) (*syntax.CallExpr, error) {
 	}
 }
 
+// takesAppendedID reports whether call may get the slot id as its last
+// argument: every command but exit and return, whose argument is a
+// status ("exit 3" with the id after it would fail instead of exiting 3).
+// A command line such as "sh provision.sh --slot" or
+// "cd scripts && ./provision.sh --slot" gets it, as the Node tool appends
+// it (`sh -c '<command> "$1"'`).
+func takesAppendedID(call *syntax.CallExpr) bool {
+	switch call.Args[0].Lit() {
+	case "exit", "return":
+		return false
+	}
+	return true
+}
+
 // describe names the kind of a compound command for error messages.
 func describe(cmd syntax.Command) string {
 	switch cmd.(type) {
@@ -89,7 +111,8 @@ func describe(cmd syntax.Command) string {
 
 // Check reports, as an error wrapping [ErrSyntax], a script that [Run]
 // would refuse: one that does not parse, is empty, or, when takesSlotID,
-// does not end in a simple command the slot id can be appended to. Callers
+// is one statement that does not end in a simple command the slot id can
+// be appended to. Callers
 // check their commands when they load them, before anything runs.
 func Check(script string, takesSlotID bool) error {
 	id := ""

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -85,15 +87,19 @@ func TestRunSlotIDPlacement(t *testing.T) {
 		want   string
 	}{
 		{"single command", `echo a`, "a ID\n"},
-		{"last of a list", "echo a; echo b\necho c", "a\nb\nc ID\n"},
 		{"right of and", `echo a && echo b`, "a\nb ID\n"},
 		{"right of or", `false || echo b`, "b ID\n"},
-		{"right of pipe", "f() { read x; echo \"$x $1\"; }\necho a | f", "a ID\n"},
+		{"right of pipe", `echo a | echo b`, "b ID\n"},
 		{"nested binary", `true && false || echo c`, "c ID\n"},
 		{"redirection kept", `echo a >&1`, "a ID\n"},
 		{"trailing comment", "echo a # comment", "a ID\n"},
-		{"function call", "f() { echo \"$# $1\"; }\nf", "1 ID\n"},
 		{"quoted script words", `echo 'x y' "$V"`, "x y v ID\n"},
+		// A script of several statements is a script: nothing is glued to
+		// its last command, and it reads the id as $1.
+		{"statements after a semicolon", "echo a; echo b", "a\nb\n"},
+		{"lines", "echo a\necho b", "a\nb\n"},
+		{"several statements read $1", "f() { echo \"$# $1\"; }\nf \"$1\"", "1 ID\n"},
+		{"one command reads $1 too", `echo "[$1]"`, "[ID] ID\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,6 +118,48 @@ func TestRunSlotIDPlacement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunSlotIDInlineScript: an inline script ends with the status its
+// author wrote, and a program still gets the id as its last argument.
+func TestRunSlotIDInlineScript(t *testing.T) {
+	tests := []struct {
+		name, script string
+		wantExit     int
+		wantOut      string
+	}{
+		{"exit after a semicolon", "echo x; exit 3", 3, "x\n"},
+		{"exit on its own", "exit 3", 3, ""},
+		{"exit after and", "true && exit 4", 4, ""},
+		{"return in a function", "f() { return 5; }\nf", 5, ""},
+		{"lines ending in exit", "echo x\nexit 6", 6, "x\n"},
+		{"status of the last of several statements", "echo \"$1\"; false", 1, "ID\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Run(context.Background(), Command{Script: tt.script, SlotID: "ID", Stdout: &out})
+			var exit *ExitError
+			if !errors.As(err, &exit) || exit.Status != tt.wantExit {
+				t.Fatalf("Run = %v, want exit status %d", err, tt.wantExit)
+			}
+			if out.String() != tt.wantOut {
+				t.Errorf("output = %q, want %q", out.String(), tt.wantOut)
+			}
+		})
+	}
+	t.Run("program after cd and", func(t *testing.T) {
+		var out bytes.Buffer
+		err := Run(context.Background(), Command{
+			Script: `cd . && "$HELPER" args --slot`, Dir: t.TempDir(), Env: helperEnviron(t), SlotID: "ID", Stdout: &out,
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if want := `["--slot","ID"]`; strings.TrimSpace(out.String()) != want {
+			t.Errorf("args = %s, want %s", out.String(), want)
+		}
+	})
 }
 
 func TestRunSyntax(t *testing.T) {
@@ -160,11 +208,16 @@ func FuzzSlotArg(f *testing.F) {
 	f.Add("")
 	f.Add("\x00")
 	f.Add("\xff\xfe")
-	// Prints how many arguments the function got, then the appended one.
-	const script = "count() { printf '%d:%s' \"$#\" \"$2\"; }\ncount --slot"
+	// The sourced file prints how many arguments it got, then the appended
+	// one, as the example pool's ". ./provision.sh --slot" receives it.
+	dir := f.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "count.sh"), []byte(`printf '%d:%s' "$#" "$2"`), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	const script = ". ./count.sh --slot"
 	f.Fuzz(func(t *testing.T, id string) {
 		var out bytes.Buffer
-		err := Run(context.Background(), Command{Script: script, SlotID: id, Stdout: &out})
+		err := Run(context.Background(), Command{Script: script, Dir: dir, SlotID: id, Stdout: &out})
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}

@@ -108,7 +108,12 @@ func take(ctx context.Context, o *Options) (*session, error) {
 			}
 			return nil, err
 		}
-		s.env = workEnv(o.Env, g.Env, storeEnv(o, HeldLease{Kind: g.Kind, Pool: s.held.Pool, Slot: s.held.Slot}, withFence(map[string]string{
+		grantEnv, err := slotWorkEnv(o.Pool.Config(), g)
+		if err != nil {
+			_, _ = s.release()
+			return nil, err
+		}
+		s.env = workEnv(o.Env, grantEnv, storeEnv(o, HeldLease{Kind: g.Kind, Pool: s.held.Pool, Slot: s.held.Slot}, withFence(map[string]string{
 			"POOL_RUN_SLOT": s.held.Slot, "POOL_RUN_TOKEN": g.Token, "POOL_RUN_OWNER": g.Owner,
 		}, g.Fence)))
 		return s, nil
@@ -134,6 +139,24 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		"POOL_RUN_KIND": o.Kind, "POOL_RUN_TOKEN": rec.Token, "POOL_RUN_OWNER": o.Owner,
 	}, rec.Fence)))
 	return s, nil
+}
+
+// slotWorkEnv is the grant's env for the work: the slot's POOL_SLOT_*
+// variables with g.Env on top ([pool.Config.WorkEnv]), so a command or a
+// gate's env can name the slot's attributes whatever grantEnv says.
+func slotWorkEnv(cfg *pool.Config, g *pool.Grant) (map[string]string, error) {
+	slot, err := cfg.SlotByID(fmt.Sprint(g.Slot))
+	if err != nil {
+		return nil, err
+	}
+	env, err := cfg.WorkEnv(slot)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range g.Env {
+		env[k] = v
+	}
+	return env, nil
 }
 
 // withFence adds POOL_RUN_FENCE when the lease has a fence, so the work can

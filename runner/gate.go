@@ -53,12 +53,53 @@ func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
 	if len(g.Phases) == 0 {
 		return &Result{Exit: ExitUsage, Code: CodeUsage, Err: fmt.Errorf("%w: a gate needs phases", ErrInvalid)}
 	}
+	if err := checkGateEnv(&o, g); err != nil {
+		return &Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)}
+	}
 	s, res := acquire(ctx, &o)
 	if res != nil {
 		res.Phases = skipped(g.Phases, 0)
 		return res
 	}
 	return s.runPhases(ctx, g)
+}
+
+// checkGateEnv expands g's env as it would be for each slot the run could
+// be granted (or for the baton) before anything is acquired, so that a
+// reference no grant defines is refused at once, not after a slot was
+// taken and provisioned. The variables pool-run adds for the lease stand
+// in with empty values.
+func checkGateEnv(o *Options, g *gates.Gate) error {
+	lease := map[string]string{"POOL_RUN_TOKEN": "", "POOL_RUN_OWNER": "", "POOL_RUN_FENCE": "", "LEASE_STORE": "", EnvHeld: ""}
+	if o.Pool == nil {
+		lease["POOL_RUN_KIND"] = ""
+		_, err := g.Expand(envLookup(workEnv(o.Env, nil, lease)))
+		return err
+	}
+	lease["POOL_RUN_SLOT"] = ""
+	cfg := o.Pool.Config()
+	for _, slot := range cfg.Slots {
+		grant, err := cfg.WorkEnv(slot)
+		if err != nil {
+			return err
+		}
+		if _, err := g.Expand(envLookup(workEnv(o.Env, grant, lease))); err != nil {
+			return fmt.Errorf("for slot %s of pool %s: %w", slot.ID, cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// envLookup finds a variable in env, the last of a name winning.
+func envLookup(env []string) func(name string) (string, bool) {
+	return func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
 }
 
 func skipped(phases []gates.Phase, from int) []PhaseResult {
@@ -70,15 +111,7 @@ func skipped(phases []gates.Phase, from int) []PhaseResult {
 }
 
 func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
-	lookup := func(name string) (string, bool) {
-		for i := len(s.env) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(s.env[i], name+"="); ok {
-				return v, true
-			}
-		}
-		return "", false
-	}
-	extra, err := g.Expand(lookup)
+	extra, err := g.Expand(envLookup(s.env))
 	if err != nil {
 		return s.finish(&Result{Exit: ExitUsage, Code: CodeUsage, Err: err, Phases: skipped(g.Phases, 0)})
 	}

@@ -387,3 +387,80 @@ func TestGuardianDeathEndsTheWork(t *testing.T) {
 	}
 	freeAfter(t, s, "b")
 }
+
+// gatePool opens a pool file written into dir.
+func gatePool(t *testing.T, s *lease.Store, dir, file string) *pool.Pool {
+	t.Helper()
+	pf := filepath.Join(dir, "pool.json")
+	if err := os.WriteFile(pf, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pool.LoadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.Open(s, cfg, pool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestGateSeesSlotEnvBesideGrantEnv: with a grantEnv, the phases and the
+// gate's env still see the slot's POOL_SLOT_* variables, as its provision
+// command does; a grantEnv name wins over a POOL_SLOT_* one.
+func TestGateSeesSlotEnvBesideGrantEnv(t *testing.T) {
+	s := testStore(t)
+	dir := t.TempDir()
+	p := gatePool(t, s, dir, `{"grantEnv":{"APP_PORT":"{ports.api}","POOL_SLOT_CACHE":"from-grant"},
+		"slots":[{"id":1,"db":"acme_test_1","cache":3,"ports":{"api":3000}}]}`)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	o.Kind, o.Pool = "", p
+	g, err := gates.Parse([]byte("pool: pool.json\nenv:\n  DATABASE_URL: pg://h/${POOL_SLOT_DB}\nphases:\n"+
+		"  - run: echo \"$DATABASE_URL $APP_PORT $POOL_SLOT_PORTS_API $POOL_SLOT_CACHE $POOL_SLOT_ID\"\n"), filepath.Join(dir, "g.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Gate(context.Background(), o, g); r.Exit != 0 {
+		t.Fatalf("gate: %+v", r)
+	}
+	if want := "pg://h/acme_test_1 3000 3000 from-grant 1\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+	freeAfter(t, s, "slot-1")
+}
+
+// TestGateEnvRefusedBeforeAcquire: a gate env naming a variable that no
+// grant of the pool defines is refused before a slot is taken, so its
+// provision command never runs.
+func TestGateEnvRefusedBeforeAcquire(t *testing.T) {
+	s := testStore(t)
+	dir := t.TempDir()
+	p := gatePool(t, s, dir, `{"provision":"echo >provisioned","grantEnv":{"A":"{id}"},"slots":[{"id":1,"db":"x"},{"id":2}]}`)
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	o.Kind, o.Pool = "", p
+	for _, tt := range []struct{ name, ref, want string }{
+		{"defined nowhere", "${NOT_DEFINED_ANYWHERE}", "for slot 1 of pool pool: "},
+		{"defined by one slot only", "${POOL_SLOT_DB}", "for slot 2 of pool pool: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := gates.Parse([]byte("pool: pool.json\nenv:\n  X: "+tt.ref+"\nphases:\n  - run: echo ran\n"), filepath.Join(dir, "g.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Gate(context.Background(), o, g)
+			if r.Exit != 2 || r.Code != "usage" || r.Err == nil || !strings.Contains(r.Err.Error(), tt.want) || !strings.Contains(r.Err.Error(), "is not defined") {
+				t.Fatalf("result %+v, want exit 2 usage naming %q", r, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "provisioned")); err == nil {
+				t.Error("the provision command ran")
+			}
+			if out.String() != "" {
+				t.Errorf("a phase ran: %q", out.String())
+			}
+			freeAfter(t, s, "slot-1")
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 // Without a subreaper and /proc, the guardian reaches the work through its
 // process group: processes that move to a group or session of their own
-// (setsid, a detached child) are beyond its reach, as the README says.
+// (setsid, a detached child) are beyond its reach, as docs/POOL-RUN.md says.
 
 func becomeSubreaper() error { return nil }
 

@@ -19,7 +19,9 @@ esac
 rm -rf "work/slot-$slot"
 mkdir -p "work/slot-$slot"
 
-# The database and the cache, when this machine has them.
+# The database and the cache, when this machine has them: psql reads
+# PGHOST, PGPORT and PGUSER as every libpq program does, and the Redis
+# server is REDIS_HOST:REDIS_PORT (default 127.0.0.1:6379).
 if command -v psql >/dev/null 2>&1 && psql -d postgres -c 'select 1' >/dev/null 2>&1; then
   psql -v ON_ERROR_STOP=1 -d postgres \
     -c "DROP DATABASE IF EXISTS $POOL_SLOT_DB WITH (FORCE);" \
@@ -27,8 +29,9 @@ if command -v psql >/dev/null 2>&1 && psql -d postgres -c 'select 1' >/dev/null 
 else
   echo "provision: no reachable PostgreSQL; skipping database $POOL_SLOT_DB" >&2
 fi
-if command -v redis-cli >/dev/null 2>&1 && redis-cli ping >/dev/null 2>&1; then
-  redis-cli -n "$POOL_SLOT_CACHEDB" FLUSHDB >/dev/null
+redis() { redis-cli -h "${REDIS_HOST:-127.0.0.1}" -p "${REDIS_PORT:-6379}" "$@"; }
+if command -v redis-cli >/dev/null 2>&1 && redis ping >/dev/null 2>&1; then
+  redis -n "$POOL_SLOT_CACHEDB" FLUSHDB >/dev/null
 else
   echo "provision: no reachable Redis; skipping cache index $POOL_SLOT_CACHEDB" >&2
 fi

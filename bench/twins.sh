@@ -17,7 +17,15 @@
 # runs each, pooled, the order reversed every other round, so drift on a
 # loaded machine falls on every variant alike.
 #
-# Environment: ROUNDS, RUNS (default 20 and 30), VARIANTS (default: all),
+# Wall-clock times on a shared machine drift by more than the smaller
+# twins save, so each command is also counted in instructions: the user-
+# space instructions of the whole process (Go runtime and start-up
+# included) under valgrind's cachegrind, the median of COUNTS runs, which
+# the load of the machine does not change (the kernel's share, exec and
+# page faults, is not counted; the wall-clock rows have it).
+#
+# Environment: ROUNDS, RUNS (default 20 and 30), COUNTS (default 7; 0
+# skips the counts, as does a machine without valgrind), VARIANTS (default: all),
 # BENCH_STORE_PARENT (default: logs/ of this checkout), BENCH_KEEP=1.
 # Usage: bench/twins.sh   (from any directory)
 set -eu
@@ -122,3 +130,40 @@ for v in ["head"] + variants:
 print(f"\nflock median {med['flock']*1e3:.3f} ms; {len(times['flock'])} runs of each command")
 PY
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+
+COUNTS=${COUNTS:-7}
+if [ "$COUNTS" -gt 0 ] && ! command -v valgrind >/dev/null 2>&1; then
+	echo "instructions: not counted (valgrind is not installed: apt-get install valgrind)"
+	COUNTS=0
+fi
+[ "$COUNTS" -gt 0 ] || exit 0
+count() { # prepare command...: the I refs of one run
+	prep=$1
+	shift
+	$prep
+	valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+		sed -n 's/.*I *refs: *//p' | tr -d ,
+}
+echo
+echo "instructions (user space, median of $COUNTS runs under cachegrind):"
+printf '%-11s %10s %10s %10s %12s %12s\n' variant acquire release status "acq+rel" "- head's"
+headpair=
+for v in head $VARIANTS; do
+	l="$tmp/$v/lease --store $store"
+	for what in acquire release status; do
+		: >"$tmp/counts"
+		i=0
+		while [ $i -lt "$COUNTS" ]; do
+			case $what in
+			acquire) count "rm -f $store/bench-acq.json" $l acquire --kind bench-acq --owner $owner --ttl 10 ;;
+			release) count "cp $tmp/held.json $store/bench-rel.json" $l release --kind bench-rel --owner $owner --token "$token" ;;
+			status) count true $l status --kind bench-held ;;
+			esac >>"$tmp/counts"
+			i=$((i + 1))
+		done
+		eval "n_$what=$(sort -n "$tmp/counts" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+	done
+	pair=$((n_acquire + n_release))
+	[ -n "$headpair" ] || headpair=$pair
+	printf '%-11s %10d %10d %10d %12d %+12d\n' "$v" "$n_acquire" "$n_release" "$n_status" "$pair" $((pair - headpair))
+done

@@ -3,7 +3,8 @@
 // for, for bench/twins.sh, which builds lease from each copy and times
 // them side by side. Each edit names a function (or a statement) found
 // exactly once among the tree's non-test Go files, wherever it lives, and
-// the code that replaces it; a twin whose function is gone or renamed
+// the code that replaces it (in the files this platform builds); a twin
+// whose function is gone or renamed
 // makes it fail, so the table of variants is kept up to date.
 //
 //	go run ./bench/twins DIR VARIANT
@@ -16,6 +17,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -86,6 +88,10 @@ var variants = map[string][]edit{
 		{fn: "ValidKind", body: `{ return kindRE.MatchString(kind) }`, imports: []string{"regexp"}, decl: "var kindRE = regexp.MustCompile(KindPattern)"},
 		{fn: "validDefaultOwner", body: `{ return defaultOwnerRE.MatchString(owner) }`, imports: []string{"regexp"}, decl: "var defaultOwnerRE = regexp.MustCompile(DefaultOwnerPattern)"},
 	},
+	// secureRandom (one pooled getrandom(2)) → crypto/rand.
+	"cryptorand": {
+		{fn: "secureRandom", body: `{ _, err := rand.Read(b); return err }`, imports: []string{"crypto/rand"}},
+	},
 	// the raw getrandom(2) → x/sys/unix's, through the vDSO.
 	"getrandom": {
 		{fn: "getrandom", body: `{ _, err := unix.Getrandom(b, 0); return err }`},
@@ -133,6 +139,10 @@ func apply(dir string, e edit) error {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			// Only the files of this platform's build, as go build picks them.
+			if ok, err := build.Default.MatchFile(filepath.Dir(p), d.Name()); err != nil || !ok {
+				return err
+			}
 			files = append(files, p)
 		}
 		return nil

@@ -8,9 +8,10 @@ import (
 
 // The hot path of a mutation writes a few small JSON objects of fixed
 // shape (a guard's holder, a fence mark, a record's scalar fields). A
-// short-lived process pays for encoding/json's reflection once per type,
-// tens of microseconds each on a cold start, so those are written here,
-// byte for byte as encoding/json writes them (the tests compare the two).
+// short-lived process pays for encoding/json's reflection on the first
+// value of each type it encodes, so those are written here, byte for byte
+// as encoding/json writes them: the tests in jsonfast_test.go compare the
+// two, and docs/FAST-PATHS.md says what it saves a call.
 
 // appendJSONString appends s as encoding/json encodes a string: with
 // escapeHTML as json.Marshal does (<, > and & as \u003c, \u003e, \u0026),

@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -130,6 +135,47 @@ func FuzzDecodeFenceMatchesEncodingJSON(f *testing.F) {
 			t.Errorf("decodeFence(%q) = %+v, %v; want %+v, %v", in, m, ok, want, wantOK)
 		}
 	})
+}
+
+// TestNoFmtAtInit: no package-level variable of package lease is
+// initialised with a call into fmt, nor does an init function call it:
+// every process that links lease would format them at start.
+func TestNoFmtAtInit(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				var roots []ast.Node
+				switch d := d.(type) {
+				case *ast.GenDecl:
+					if d.Tok == token.VAR {
+						roots = append(roots, d)
+					}
+				case *ast.FuncDecl:
+					if d.Name.Name == "init" && d.Recv == nil {
+						roots = append(roots, d)
+					}
+				}
+				for _, r := range roots {
+					ast.Inspect(r, func(n ast.Node) bool {
+						if _, lit := n.(*ast.FuncLit); lit {
+							return false // runs later, if ever
+						}
+						if sel, ok := n.(*ast.SelectorExpr); ok {
+							if id, ok := sel.X.(*ast.Ident); ok && id.Name == "fmt" {
+								t.Errorf("%s: fmt.%s runs when the package is initialised", fset.Position(sel.Pos()), sel.Sel.Name)
+							}
+						}
+						return true
+					})
+				}
+			}
+		}
+	}
 }
 
 func TestTTLRangeIsFmtOfTheBounds(t *testing.T) {

@@ -24,7 +24,7 @@
 # the load of the machine does not change (the kernel's share, exec and
 # page faults, is not counted; the wall-clock rows have it).
 #
-# Environment: ROUNDS, RUNS (default 20 and 30), COUNTS (default 7; 0
+# Environment: ROUNDS (0: no wall-clock times), RUNS (default 20 and 30), COUNTS (default 7; 0
 # skips the counts, as does a machine without valgrind), VARIANTS (default: all),
 # BENCH_STORE_PARENT (default: logs/ of this checkout), BENCH_KEEP=1.
 # Usage: bench/twins.sh   (from any directory)
@@ -98,7 +98,7 @@ while IFS='|' read -r name prep cmd; do
 	case "$out" in *"$want"*) ;; *) die "$name: expected $want, got: $out" ;; esac
 done <"$tmp/commands"
 
-python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "$VARIANTS" <<'PY'
+[ "$ROUNDS" -eq 0 ] || python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "$VARIANTS" <<'PY'
 import json, statistics, subprocess, sys
 spec, rounds, runs, tmp, variants = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5].split()
 cmds = [line.rstrip("\n").split("|", 2) for line in open(spec) if line.strip()]

@@ -68,8 +68,6 @@ var variants = map[string][]edit{
 	// jsonfast.go and the marshal methods → encoding/json.
 	"jsonfast": {
 		{fn: "appendJSONString", body: `{ var b []byte; if escapeHTML { b, _ = json.Marshal(s) } else { b, _ = marshalPlain(s) }; return append(dst, b...) }`, imports: []string{"encoding/json"}},
-		{fn: "appendJSONFloat", body: `{ return dst, false }`},
-		{fn: "indentCompact", body: `{ return dst, false }`},
 		{fn: "guardHolder.marshal", body: `{ b, _ := json.Marshal(h); return b }`, imports: []string{"encoding/json"}},
 		{fn: "fenceMark.marshal", body: `{ b, _ := json.Marshal(m); return b }`, imports: []string{"encoding/json"}},
 	},

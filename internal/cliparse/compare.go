@@ -42,11 +42,13 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 		return false, nil
 	case qerr != nil:
 		var stricter *stricterError
-		if err == nil && !exited && !errors.As(qerr, &stricter) {
-			return false, fmt.Errorf("%q: quick refused it (%v), kong read it", args, qerr)
-		}
-		if exited {
+		switch {
+		case errors.As(qerr, &stricter):
+			// kong reads on, to whatever end.
+		case exited:
 			return false, fmt.Errorf("%q: quick refused it (%v), kong printed help", args, qerr)
+		case err == nil:
+			return false, fmt.Errorf("%q: quick refused it (%v), kong read it", args, qerr)
 		}
 		return false, nil
 	}

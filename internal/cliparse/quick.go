@@ -57,10 +57,10 @@ type stricterError struct{ usageError }
 //   - a flag given twice, or a word that is not UTF-8 ([stricterError]);
 //
 // then, if --help or -h was among the words, help reports it (cmd.Name is
-// the verb whose help was asked, "" for the root), before any required
-// flag is missed; then an env default that does not convert, and the
-// required flags that are missing ("missing flags: --a=A, --b=B", sorted
-// as kong sorts them).
+// the verb whose help was asked, "" for the root), before a flag given
+// twice or a required flag missed; then a flag given twice; then an env
+// default that does not convert, and the required flags that are missing
+// ("missing flags: --a=A, --b=B", sorted as kong sorts them).
 //
 // err is a usage error (ErrUsage) for a mistake, or errUnreadable when
 // the grammar has a shape quick does not read.
@@ -77,6 +77,7 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 	active := root.flags
 	var verb *verbField
 	given := make([]bool, len(active)) // per active flag, in order
+	var twice error                    // the first flag given twice: help wins over it
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !utf8.ValidString(a) {
@@ -114,8 +115,8 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 				return Command{}, false, Usagef("unknown flag --%s", name)
 			}
 			f := &active[k]
-			if given[k] {
-				return Command{}, false, &stricterError{usageError{"--" + name + " is given twice: give each flag once"}}
+			if given[k] && twice == nil {
+				twice = &stricterError{usageError{"--" + name + " is given twice: give each flag once"}}
 			}
 			given[k] = true
 			if f.typ == boolType {
@@ -181,6 +182,9 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 			return Command{Name: verb.name}, true, nil
 		}
 		return Command{}, true, nil
+	}
+	if twice != nil {
+		return Command{}, false, twice
 	}
 	if len(root.verbs) > 0 && verb == nil {
 		return Command{}, false, Usagef("expected one of %s", verbList(root.verbs))

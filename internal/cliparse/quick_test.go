@@ -112,6 +112,8 @@ func TestQuickReadsWhatKongReads(t *testing.T) {
 		{"short help", root, "-h", nil, "help "},
 		{"help before the verb", root, "--help give-back", nil, "help give-back"},
 		{"help beats missing flags", root, "take -h", nil, "help take"},
+		{"help beats a flag given twice", root, "take --owner o --owner p -h", nil, "help take"},
+		{"a mistake after a flag given twice", root, "take --owner o --owner p --bogus", nil, "unknown flag --bogus"},
 		{"help of a command runner", run, "--help", nil, "help "},
 
 		{"env that does not convert", root, "take --owner o", map[string]string{"QUICK_TEST_TTL": "soon"}, `$QUICK_TEST_TTL (the default of --ttl): expected a number but got "soon"`},

@@ -38,9 +38,9 @@ var (
 	ErrUnavailable = errors.New("lease: store unavailable")
 )
 
-// wrappedError is what fmt.Errorf("%w: ...") makes, without running fmt
-// at package initialisation (a short-lived process pays for every page of
-// code it touches).
+// wrappedError is what fmt.Errorf("%w: ...") makes; the sentinel errors
+// below use it so that initialising the package formats nothing
+// (TestNoFmtAtInit).
 type wrappedError struct {
 	msg string
 	err error

@@ -5,8 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,6 +117,57 @@ func TestSecureRandomHandsOutFreshBytes(t *testing.T) {
 				t.Fatalf("secureRandom gave %x twice", b)
 			}
 			seen[string(b)] = true
+		}
+	}
+}
+
+// TestNoFmtAtInit: no package-level variable of package lease (nor of
+// dirstore and jsonfast, which every lease command links) is
+// initialised with a call into fmt, nor does an init function call it:
+// every process that links lease would format them at start.
+func TestNoFmtAtInit(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, dir := range []string{".", "../dirstore", "../internal/jsonfast"} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if name := e.Name(); !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			{
+				for _, d := range f.Decls {
+					var roots []ast.Node
+					switch d := d.(type) {
+					case *ast.GenDecl:
+						if d.Tok == token.VAR {
+							roots = append(roots, d)
+						}
+					case *ast.FuncDecl:
+						if d.Name.Name == "init" && d.Recv == nil {
+							roots = append(roots, d)
+						}
+					}
+					for _, r := range roots {
+						ast.Inspect(r, func(n ast.Node) bool {
+							if _, lit := n.(*ast.FuncLit); lit {
+								return false // runs later, if ever
+							}
+							if sel, ok := n.(*ast.SelectorExpr); ok {
+								if id, ok := sel.X.(*ast.Ident); ok && id.Name == "fmt" {
+									t.Errorf("%s: fmt.%s runs when the package is initialised", fset.Position(sel.Pos()), sel.Sel.Name)
+								}
+							}
+							return true
+						})
+					}
+				}
+			}
 		}
 	}
 }

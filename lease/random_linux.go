@@ -44,8 +44,9 @@ var randomPool struct {
 
 // getrandom is the getrandom(2) system call itself. unix.Getrandom goes
 // through the vDSO, whose first call in a process allocates the vDSO's
-// random state (about 13 µs here, a hundred times the system call), which
-// pays off only for a process that reads random bytes many times.
+// random state, many times the cost of the system call, which pays off
+// only for a process that reads random bytes many times
+// (bench/twins/firstrandom times both; docs/FAST-PATHS.md).
 func getrandom(b []byte) error {
 	for len(b) > 0 {
 		n, _, errno := unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)

@@ -185,8 +185,9 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 		}
 		b = jsonfast.AppendString(b, name, false)
 		b = append(b, ':')
-		// The scalars of every record are written here as marshalPlain
-		// writes them; the rest (payloads, other tools' fields) by it.
+		// The strings, integers and boot stamp of every record are written
+		// here as marshalPlain writes them; the rest (the TTL, payloads,
+		// other tools' fields) by it.
 		switch x := v.(type) {
 		case int:
 			b = strconv.AppendInt(b, int64(x), 10)
@@ -194,11 +195,6 @@ func (r *Record) marshal(subst map[string]json.RawMessage) ([]byte, error) {
 		case string:
 			b = jsonfast.AppendString(b, x, false)
 			return nil
-		case float64:
-			if out, ok := jsonfast.AppendFloat(b, x); ok {
-				b = out
-				return nil
-			}
 		case json.RawMessage:
 			if string(x) == "null" {
 				b = append(b, "null"...)
@@ -282,15 +278,12 @@ func (r *Record) EncodeFile() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, ok := jsonfast.IndentCompact(make([]byte, 0, 2*len(compact)), compact)
-	if !ok {
-		var b bytes.Buffer
-		if err := json.Indent(&b, compact, "", "  "); err != nil {
-			return nil, err
-		}
-		out = b.Bytes()
+	var b bytes.Buffer
+	b.Grow(2 * len(compact))
+	if err := json.Indent(&b, compact, "", "  "); err != nil {
+		return nil, err
 	}
-	out = append(out, '\n')
+	out := append(b.Bytes(), '\n')
 	for ph, v := range subst {
 		out = bytes.Replace(out, []byte(ph), v, 1)
 	}

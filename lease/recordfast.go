@@ -13,9 +13,10 @@ import (
 // ttlMinutes numbers, owner, token, heartbeat and acquiredAt strings
 // without escapes) and whose keys are plain ASCII. For those it returns
 // exactly what the encoding/json path returns, without encoding/json's
-// reflection, the largest cold cost of a release; for anything else
-// (including every corrupt or unusual record) ok is false and the caller
-// takes that path. The tests compare the two on many inputs.
+// reflection, which a short-lived process pays on first use (see
+// docs/FAST-PATHS.md); for anything else (including every corrupt or
+// unusual record) ok is false and the caller takes that path. The tests
+// (recordfast_test.go) compare the two on many inputs and by fuzzing.
 func decodeRecordFast(kind string, data []byte) (r *Record, ok bool) {
 	data = bytes.Clone(data) // the values below are slices of it
 	fields, ok := splitObject(data)

@@ -8,10 +8,11 @@ import (
 // sha256Sum is SHA-256 (FIPS 180-4) of data, for token fingerprints. It
 // is written out here rather than taken from crypto/sha256 because that
 // package brings the FIPS 140 module with it (its DRBG, AES-GCM, SHA-3
-// and SHA-512), whose package initialisation and first use a lease call,
-// a process of about a millisecond, would pay on every run; the tests
-// check it against crypto/sha256. Fingerprints are short and rare, so
-// this plain loop is fast enough.
+// and SHA-512), whose package initialisation every lease call would pay,
+// whether it prints a fingerprint or not (docs/FAST-PATHS.md);
+// internal/linkbudget keeps crypto out of lease, and
+// TestSHA256MatchesCryptoSHA256 checks this against crypto/sha256.
+// Fingerprints are short and rare, so this plain loop is fast enough.
 func sha256Sum(data []byte) [32]byte {
 	h := [8]uint32{
 		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,

@@ -8,8 +8,9 @@ import (
 
 // KindPattern is the shape of a lease kind. Kinds name files in the store,
 // so the pattern is part of the on-disk format and is not configurable.
-// [ValidKind] checks it without a regular expression: compiling a {0,127}
-// repetition costs more than the rest of a CLI call's work.
+// [ValidKind] checks it without a regular expression, which every process
+// would first have to compile (a {0,127} repetition is a large program;
+// docs/FAST-PATHS.md); FuzzNameValidation holds the two to one answer.
 const KindPattern = `^[a-z0-9][a-z0-9._-]{0,127}$`
 
 // DefaultOwnerPattern accepts any safe token: a letter or digit, then up to
@@ -149,8 +150,9 @@ func ValidTTL(ttlMinutes float64) bool {
 }
 
 // TTLRange says, for messages, what [ValidTTL] accepts.
-// It is written out (as fmt's %g and %d would print the two bounds, which
-// a test checks) so that package initialisation runs no fmt.
+// It is written out, as fmt's %g and %d print the two bounds (which a
+// test checks), so that initialising the package formats nothing
+// (TestNoFmtAtInit).
 var TTLRange = "between 0.001 and 527040 minutes"
 
 func checkTTL(ttlMinutes float64) error {

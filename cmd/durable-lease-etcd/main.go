@@ -1,10 +1,10 @@
 // Command durable-lease-etcd runs the lease, pool and pool-run commands on
-// an etcd store. Users do not run it by name: lease, pool and pool-run hand
-// a command line whose store is an etcd:// URL to it (it must be installed
-// beside them or on PATH), so that the etcd client, and its start-up cost,
-// stays out of every directory-store call. It links the three CLIs whole,
-// with the full command-line parser, so lease also hands it the command
-// lines it does not read itself: help and mistakes.
+// an etcd store, and serves nothing else. Users do not run it by name:
+// lease, pool and pool-run hand a command line whose store is an etcd://
+// URL to it, so that the etcd client stays out of every directory-store
+// call (internal/linkbudget holds them to that). They look for it in one
+// place only, the directory they were started from: it must be installed
+// beside them.
 //
 //	durable-lease-etcd lease|pool|pool-run ARGS...
 package main

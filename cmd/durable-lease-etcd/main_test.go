@@ -187,79 +187,40 @@ func TestPoolLastSlotRace(t *testing.T) {
 	}
 }
 
-// TestLeaseHandsOtherCommandLinesOver: lease reads plain command lines
-// itself and links no kong (nor any etcd code); help, --help and mistakes
-// go to durable-lease-etcd, whose full parser prints them as lease's;
-// without it help is the same text and a mistake is a usage error that
-// says what is missing, while plain command lines and --version work.
-func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
+// TestLeaseReadsItsOwnCommandLines: lease prints its help and reports
+// its mistakes itself; it runs nothing for them, even with a
+// durable-lease-etcd beside it (a fake one here, that would leave a mark).
+func TestLeaseReadsItsOwnCommandLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLIs")
 	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/durable-lease/durable-lease/cmd/lease").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "github.com/alecthomas/kong") || strings.HasPrefix(dep, "go.etcd.io/") || strings.Contains(dep, "charmbracelet") {
-			t.Errorf("cmd/lease links %s", dep)
-		}
-	}
 	bin := t.TempDir()
-	build(t, bin, "lease", "durable-lease-etcd")
-	alone := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(bin, "lease"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(alone, "lease"), data, 0o755); err != nil {
+	build(t, bin, "lease")
+	marker := filepath.Join(t.TempDir(), "ran")
+	if err := os.WriteFile(filepath.Join(bin, "durable-lease-etcd"), []byte("#!/bin/sh\ntouch "+marker+"\nexit 9\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + t.TempDir()}
-	lease, lone := filepath.Join(bin, "lease"), filepath.Join(alone, "lease")
-
-	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "acquire"}} {
+	lease := filepath.Join(bin, "lease")
+	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "acquire"}, {"acquire", "--kind", "k", "--help"}} {
 		r := run(t, env, lease, args...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: lease ") {
 			t.Errorf("lease %q: exit %d %q %s", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	r := run(t, env, lease, "acquire", "--kind", "k")
-	if r.code != 2 || r.out["code"] != "usage" || !strings.Contains(fmt.Sprint(r.out["error"]), "missing flags: --owner") {
-		t.Errorf("a mistake: exit %d %s", r.code, r.stdout)
-	}
-	r = run(t, env, lone, "acquire", "--kind", "k")
-	if r.code != 2 || r.out["code"] != "usage" || !strings.Contains(fmt.Sprint(r.out["error"]), "durable-lease-etcd, which was not found") {
-		t.Errorf("a mistake without the helper: exit %d %s", r.code, r.stdout)
-	}
-	if r = run(t, env, lone, "acquire", "--kind", "k", "--owner", "me", "--ttl", "1"); r.code != 0 || r.out["ok"] != true {
-		t.Errorf("a plain acquire without the helper: exit %d %s %s", r.code, r.stdout, r.stderr)
-	}
-	if r = run(t, env, lone, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "lease ") {
-		t.Errorf("--version without the helper: exit %d %q", r.code, r.stdout)
-	}
-	// Only the helper beside lease reads its command lines: one on PATH
-	// (perhaps another version) would run the command too.
-	elsewhere := t.TempDir()
-	marker := filepath.Join(t.TempDir(), "ran")
-	if err := os.WriteFile(filepath.Join(elsewhere, "durable-lease-etcd"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r = run(t, []string{"PATH=" + elsewhere + ":/usr/bin:/bin", "LEASE_STORE=" + t.TempDir()}, lone, "acquire", "--kind", "k", "--kind", "k", "--owner", "me", "--ttl", "1")
-	if _, err := os.Stat(marker); err == nil || r.code != 2 {
-		t.Errorf("lease ran a durable-lease-etcd from PATH (exit %d %s)", r.code, r.stdout)
-	}
-	// And never twice: a process lease handed a command line to does not
-	// hand it on again.
-	r = run(t, append(env, "DURABLE_LEASE_PARSE_HANDOFF=1"), lease, "acquire", "--kind", "k")
-	if r.code != 2 || !strings.Contains(r.stdout, "cannot read this command line") {
-		t.Errorf("a second hand-off: exit %d %s", r.code, r.stdout)
-	}
-	// Help needs no parser: the same text (kong's, kept in help_gen.go).
-	for _, args := range [][]string{{"--help"}, {"help", "release"}} {
-		withHelper, without := run(t, env, lease, args...), run(t, env, lone, args...)
-		if without.code != 0 || without.stdout != withHelper.stdout {
-			t.Errorf("lease %q without the helper: exit %d\n%s\nwant\n%s", args, without.code, without.stdout, withHelper.stdout)
+	for args, want := range map[string]string{
+		"acquire --kind k":                       "missing flags: --owner=OWNER, --ttl=MINUTES",
+		"acquire --kind k --kind k --owner o":    "--kind is given twice: give each flag once",
+		"status --kind k --bogus":                "unknown flag --bogus",
+		"acquire --kind k --owner o --ttl soon":  `--ttl: expected a number but got "soon"`,
+		"release --kind k --owner o --token t x": "unexpected argument x",
+	} {
+		r := run(t, env, lease, strings.Fields(args)...)
+		if r.code != 2 || r.out["code"] != "usage" || r.out["error"] != want || !strings.HasPrefix(r.stderr, "lease: "+want+"\n") {
+			t.Errorf("lease %s: exit %d %s %s, want the usage error %q", args, r.code, r.stdout, r.stderr, want)
 		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("lease ran the durable-lease-etcd beside it for help or a mistake")
 	}
 }

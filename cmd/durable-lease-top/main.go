@@ -1,8 +1,8 @@
 // Command durable-lease-top runs `pool top`, the live terminal view of a
 // pool, on a directory or an etcd:// store. Users do not run it by name:
 // pool hands the command line of `pool top` to it (it must be installed
-// beside pool or on PATH), so that the terminal UI library, and its
-// start-up cost, stays out of every other pool call.
+// beside pool: that is the one place pool looks), so that the terminal UI
+// library stays out of every other pool call.
 //
 //	durable-lease-top pool [GLOBAL FLAGS] top [--interval DUR]
 package main

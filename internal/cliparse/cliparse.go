@@ -1,8 +1,12 @@
 // Package cliparse parses a durable-lease command line so that every
 // mistake becomes a usage error the caller prints as JSON, and --help
-// returns instead of exiting the process. Plain command lines are read by
-// reflection over the grammar's kong tags (quick.go); the rest by kong
-// (package kongparse), which an executable links by importing it.
+// returns instead of exiting the process. The grammar is a struct with
+// kong's tags. [ParseAlone] reads it by reflection over those tags
+// (quick.go), with its own error messages and a help text generated
+// beforehand: for the lease CLI, whose grammar it reads whole. [Parse]
+// reads plain command lines that way and the rest by kong (package
+// kongparse, which an executable links by importing it): for pool and
+// pool-run.
 package cliparse
 
 import (
@@ -11,6 +15,7 @@ import (
 	"io"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,12 +33,6 @@ func Usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// ErrNeedsFullParser reports a command line that the quick parser does
-// not read (help, a mistake, an unusual form) in an executable linked
-// without the full one (package kongparse): the lease executable, which
-// hands such command lines to one that has it.
-var ErrNeedsFullParser = errors.New("this command line needs the full parser")
-
 // FullParser parses a command line by the whole grammar, with help and
 // every error message; package kongparse registers kong's.
 type FullParser func(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error)
@@ -47,8 +46,8 @@ func RegisterFull(f FullParser) { full = f }
 // When the parser printed help (or another message) and wanted to exit,
 // exited is true and status is what it asked for; otherwise a parse
 // failure is a usage error. A plain command line is read the quick way
-// (see quick); help and every mistake go to the full parser, or fail with
-// ErrNeedsFullParser in an executable that links none.
+// (see quick); help and every mistake go to the full parser, which the
+// executable must link (package kongparse).
 func Parse(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error) {
 	if wantsVersion(grammar, args) {
 		fmt.Fprintf(stdout, "%s %s\n", name, Version())
@@ -59,9 +58,35 @@ func Parse(grammar any, name, description string, vars map[string]string, args [
 		return cmd, false, 0, nil
 	}
 	if full == nil {
-		return Command{}, false, 0, ErrNeedsFullParser
+		return Command{}, false, 0, errors.New("cliparse: this executable links no full parser (import package kongparse)")
 	}
 	return full(grammar, name, description, vars, args, stdout, stderr)
+}
+
+// ParseAlone is Parse without a full parser, for a grammar the quick
+// parser reads whole: every mistake is reported in quick's words (see
+// scan), and help is help[verb] ("" for the root), printed on stdout with
+// exited true and status 0, as is --version. A grammar with a shape quick
+// does not read is an error, not a usage error: a fault of the program,
+// which its tests catch.
+func ParseAlone(grammar any, name string, help map[string]string, args []string, stdout io.Writer) (cmd Command, exited bool, err error) {
+	if wantsVersion(grammar, args) {
+		io.WriteString(stdout, name+" "+Version()+"\n")
+		return Command{}, true, nil
+	}
+	cmd, wantsHelp, err := scan(grammar, helpVerb(grammar, args))
+	switch {
+	case err != nil:
+		return Command{}, false, err
+	case wantsHelp:
+		text, ok := help[cmd.Name]
+		if !ok {
+			return Command{}, false, errors.New("cliparse: no help text for " + strconv.Quote(name+" "+cmd.Name))
+		}
+		io.WriteString(stdout, text)
+		return Command{}, true, nil
+	}
+	return cmd, false, nil
 }
 
 // Quick is the quick parse alone: the verb, and whether it read args.

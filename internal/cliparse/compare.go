@@ -1,32 +1,57 @@
 package cliparse
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"strings"
 )
 
 // CompareWithKong is for each CLI's tests of its own grammar: it parses
 // args into one new grammar the quick way and into another with kong, and
-// returns an error when the quick way accepted args but kong refused them
-// or read them differently. accepted says whether the quick way took
-// them; when it did not, kong's answer is the only one and nothing is
-// compared. Both read the process environment.
+// returns an error when the two disagree: quick accepted args but kong
+// refused them or read them differently; quick answered with help where
+// kong did not, or with another verb's; quick reported a mistake where
+// kong read on (but for the mistakes quick alone refuses, a flag given
+// twice and a word that is not UTF-8). accepted says whether the quick way
+// took args. Nothing is compared when the grammar has a shape quick does
+// not read. Both read the process environment.
 //
 // The kong parse is the registered full parser: tests import package
 // kongparse.
 func CompareWithKong(newGrammar func() any, vars map[string]string, args []string) (accepted bool, err error) {
 	quickGrammar := newGrammar()
-	cmd, ok := quick(quickGrammar, args)
-	if !ok {
+	cmd, help, qerr := scan(quickGrammar, args)
+	if errors.Is(qerr, errUnreadable) {
 		return false, nil
 	}
+	accepted = qerr == nil && !help
 	kongGrammar := newGrammar()
 	if full == nil {
-		return true, fmt.Errorf("no full parser registered: import package kongparse")
+		return accepted, fmt.Errorf("no full parser registered: import package kongparse")
 	}
-	want, exited, _, err := full(kongGrammar, "test", "", vars, args, io.Discard, io.Discard)
+	var kongOut strings.Builder
+	want, exited, _, err := full(kongGrammar, "test", "", vars, args, &kongOut, io.Discard)
+	switch {
+	case help:
+		if !exited || !helpOf(kongOut.String(), cmd.Name) {
+			return false, fmt.Errorf("%q: quick gave the help of %q, kong %v (exit request %v):\n%s", args, cmd.Name, err, exited, kongOut.String())
+		}
+		return false, nil
+	case qerr != nil:
+		var stricter *stricterError
+		switch {
+		case errors.As(qerr, &stricter):
+			// kong reads on, to whatever end.
+		case exited:
+			return false, fmt.Errorf("%q: quick refused it (%v), kong printed help", args, qerr)
+		case err == nil:
+			return false, fmt.Errorf("%q: quick refused it (%v), kong read it", args, qerr)
+		}
+		return false, nil
+	}
 	if err != nil || exited {
 		return true, fmt.Errorf("quick accepted %q, kong refused it (exit request %v): %v", args, exited, err)
 	}
@@ -46,6 +71,20 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 		return true, fmt.Errorf("%q: quick read %+v, kong %+v", args, quickGrammar, kongGrammar)
 	}
 	return true, nil
+}
+
+// helpOf reports whether kong's help text out is verb's ("" for the
+// root's): its usage line names the verb, or, for the root, no verb.
+func helpOf(out, verb string) bool {
+	line, _, _ := strings.Cut(out, "\n")
+	rest, ok := strings.CutPrefix(line, "Usage: test")
+	if !ok {
+		return false
+	}
+	if verb == "" {
+		return rest == "" || strings.HasPrefix(rest, " <") || strings.HasPrefix(rest, " [")
+	}
+	return rest == " "+verb || strings.HasPrefix(rest, " "+verb+" ")
 }
 
 // same is reflect.DeepEqual for the kinds a grammar quick accepts holds,

@@ -1,8 +1,10 @@
 package cliparse
 
 import (
+	"errors"
 	"os"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -19,83 +21,143 @@ type Command struct {
 	Target any
 }
 
-// quick parses the plain command lines nearly every call uses without
-// building kong's model of the whole grammar, which only help and error
-// messages need (see docs/PERFORMANCE.md). It accepts only what it can
-// read exactly as kong would: long flags of the selected verb and of the
-// root, as --name value or --name=value, each at most once; string, bool,
-// int64, float64 and time.Duration flags and pointers to them; env
-// defaults; required flags; and, for a grammar without verbs, a trailing
-// passthrough command. Anything else (help, short flags, a flag given
-// twice, a value that does not convert, a tag or a hook it does not know)
-// makes it decline, and the caller hands the command line to kong, whose
-// answer, error or help is then the only one.
+// quick parses a command line as kong would, without building kong's
+// model of the whole grammar, and reports whether it read it (a plain
+// command line nearly every call uses: no help, no mistake). See scan.
 //
 // On success the grammar's root flags and the selected verb are filled;
 // the other verbs' fields stay zero, where kong would also give them their
 // env defaults. Nothing reads those: a verb sees its own struct and the
 // root.
 func quick(grammar any, args []string) (Command, bool) {
+	cmd, help, err := scan(grammar, args)
+	return cmd, err == nil && !help
+}
+
+// errUnreadable reports a grammar quick cannot read as kong would (a tag
+// or a hook it does not know): a fault of the program, not of the user.
+var errUnreadable = errors.New("cliparse: the grammar has a field the quick parser does not read")
+
+// stricterError is a mistake quick reports where kong reads on: a flag
+// given twice (kong keeps the last) or a word that is not UTF-8 (kong
+// replaces its bytes with U+FFFD). Both are better refused than guessed.
+type stricterError struct{ usageError }
+
+// scan reads args by grammar exactly as kong reads the shapes it knows:
+// long flags of the selected verb and of the root, as --name value or
+// --name=value; string, bool, int64, float64 and time.Duration flags and
+// pointers to them; env defaults; required flags; --help and -h; and,
+// for a grammar without verbs, a trailing passthrough command. It reads
+// the words left to right and stops at the first mistake, as kong does,
+// so that the error is the one kong would give first:
+//
+//   - a word that is no verb, or one after the verb: "unexpected argument X";
+//   - a flag the verb (or the root) does not have: "unknown flag --X";
+//   - a flag without its value, or whose value does not convert;
+//   - a flag given twice, or a word that is not UTF-8 ([stricterError]);
+//
+// then, if --help or -h was among the words, help reports it (cmd.Name is
+// the verb whose help was asked, "" for the root), before a flag given
+// twice or a required flag missed; then a flag given twice; then an env
+// default that does not convert, and the required flags that are missing
+// ("missing flags: --a=A, --b=B", sorted as kong sorts them).
+//
+// err is a usage error (ErrUsage) for a mistake, or errUnreadable when
+// the grammar has a shape quick does not read.
+func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 	rv := reflect.ValueOf(grammar)
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
-		return Command{}, false
+		return Command{}, false, errUnreadable
 	}
 	var root node
 	if !root.read(rv.Elem().Type(), nil) {
-		return Command{}, false
+		return Command{}, false, errUnreadable
 	}
 	out := reflect.New(rv.Elem().Type()).Elem()
 	active := root.flags
 	var verb *verbField
 	given := make([]bool, len(active)) // per active flag, in order
+	var twice error                    // the first flag given twice: help wins over it
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !utf8.ValidString(a) {
-			return Command{}, false // kong would turn it into U+FFFD
+			return Command{}, false, &stricterError{usageError{"argument " + strconv.Itoa(i+1) + " is not valid UTF-8: " + strconv.QuoteToASCII(a)}}
 		}
 		switch {
-		case a == "--" || !strings.HasPrefix(a, "-") && root.arg != nil:
+		case root.arg != nil && (a == "--" || a == "-" || !strings.HasPrefix(a, "-")):
 			// The passthrough command: kong keeps the "--" in it.
-			if root.arg == nil || len(root.verbs) > 0 {
-				return Command{}, false
+			if len(root.verbs) > 0 {
+				return Command{}, false, errUnreadable
 			}
-			for _, rest := range args[i:] {
+			for j, rest := range args[i:] {
 				if !utf8.ValidString(rest) {
-					return Command{}, false
+					return Command{}, false, &stricterError{usageError{"argument " + strconv.Itoa(i+j+1) + " is not valid UTF-8: " + strconv.QuoteToASCII(rest)}}
 				}
 			}
 			out.FieldByIndex(root.arg.index).Set(reflect.ValueOf(append([]string(nil), args[i:]...)))
 			i = len(args)
+		case a == "--":
+			// Every word after it is an argument, and there are none.
+			if i+1 < len(args) {
+				return Command{}, false, Usagef("unexpected argument %s", args[i+1])
+			}
+		case a == "--help" || strings.HasPrefix(a, "--help="):
+			if _, value, inline := strings.Cut(a, "="); inline {
+				if _, ok := parseBool(value); !ok {
+					return Command{}, false, Usagef("--help: %s", boolExpected(value))
+				}
+			}
+			help = true
 		case strings.HasPrefix(a, "--"):
 			name, value, inline := strings.Cut(a[2:], "=")
 			k := flagIndex(active, name)
-			if k < 0 || given[k] {
-				return Command{}, false
+			if k < 0 {
+				return Command{}, false, Usagef("unknown flag --%s", name)
+			}
+			f := &active[k]
+			if given[k] && twice == nil {
+				twice = &stricterError{usageError{"--" + name + " is given twice: give each flag once"}}
 			}
 			given[k] = true
-			f := &active[k]
 			if f.typ == boolType {
+				b := true
 				if inline {
-					return Command{}, false
+					var ok bool
+					if b, ok = parseBool(value); !ok {
+						return Command{}, false, Usagef("--%s: %s", name, boolExpected(value))
+					}
 				}
-				out.FieldByIndex(f.index).SetBool(true)
+				out.FieldByIndex(f.index).SetBool(b)
 				continue
 			}
 			if !inline {
-				if i+1 == len(args) || strings.HasPrefix(args[i+1], "-") || !utf8.ValidString(args[i+1]) {
-					return Command{}, false // kong: a missing value
+				switch {
+				case i+1 == len(args):
+					return Command{}, false, Usagef("--%s: expected a value after it", name)
+				case strings.HasPrefix(args[i+1], "-") && args[i+1] != "-":
+					return Command{}, false, Usagef("--%s: expected a value but got %q, which reads as a flag; to give it as the value, write --%s=%s", name, args[i+1], name, args[i+1])
+				case !utf8.ValidString(args[i+1]):
+					return Command{}, false, &stricterError{usageError{"argument " + strconv.Itoa(i+2) + " is not valid UTF-8: " + strconv.QuoteToASCII(args[i+1])}}
 				}
 				i++
 				value = args[i]
 			}
-			if !set(out.FieldByIndex(f.index), f.typ, value) {
-				return Command{}, false
+			if msg := set(out.FieldByIndex(f.index), f.typ, value); msg != "" {
+				return Command{}, false, Usagef("--%s: %s", name, msg)
 			}
-		case strings.HasPrefix(a, "-"):
-			return Command{}, false // short flags, "-", negative numbers
+		case strings.HasPrefix(a, "-") && a != "-":
+			// Short flags: kong knows -h alone, and reads -hx as -h -x.
+			if a[1] != 'h' {
+				r, _ := utf8.DecodeRuneInString(a[1:])
+				return Command{}, false, Usagef("unknown flag -%c", r)
+			}
+			if len(a) > 2 {
+				return Command{}, false, errUnreadable
+			}
+			help = true
 		default:
-			if verb != nil {
-				return Command{}, false // kong: an unexpected argument
+			if verb != nil || len(root.verbs) == 0 {
+				return Command{}, false, Usagef("unexpected argument %s", a)
 			}
 			for j := range root.verbs {
 				if root.verbs[j].name == a {
@@ -104,20 +166,30 @@ func quick(grammar any, args []string) (Command, bool) {
 				}
 			}
 			if verb == nil {
-				return Command{}, false
+				return Command{}, false, Usagef("unexpected argument %s", a)
 			}
 			var sub node
 			if !sub.read(verb.typ, verb.index) || len(sub.verbs) > 0 || sub.arg != nil {
-				return Command{}, false
+				return Command{}, false, errUnreadable
 			}
 			// A verb's flags join the root's, which it inherits.
 			active = append(append([]flag(nil), active...), sub.flags...)
 			given = append(given, make([]bool, len(sub.flags))...)
 		}
 	}
-	if len(root.verbs) > 0 && verb == nil {
-		return Command{}, false
+	if help {
+		if verb != nil {
+			return Command{Name: verb.name}, true, nil
+		}
+		return Command{}, true, nil
 	}
+	if twice != nil {
+		return Command{}, false, twice
+	}
+	if len(root.verbs) > 0 && verb == nil {
+		return Command{}, false, Usagef("expected one of %s", verbList(root.verbs))
+	}
+	var missing []string
 	for k := range active {
 		f := &active[k]
 		if given[k] {
@@ -125,21 +197,66 @@ func quick(grammar any, args []string) (Command, bool) {
 		}
 		if f.env != "" {
 			if v, ok := lookupEnv(f.env); ok {
-				if f.typ == boolType || !set(out.FieldByIndex(f.index), f.typ, v) {
-					return Command{}, false
+				msg := ""
+				if f.typ == boolType {
+					var b bool
+					if b, ok = parseBool(v); ok {
+						out.FieldByIndex(f.index).SetBool(b)
+					} else {
+						msg = boolExpected(v)
+					}
+				} else {
+					msg = set(out.FieldByIndex(f.index), f.typ, v)
+				}
+				if msg != "" {
+					return Command{}, false, Usagef("$%s (the default of --%s): %s", f.env, f.name, msg)
 				}
 				continue
 			}
 		}
 		if f.required {
-			return Command{}, false
+			missing = append(missing, "--"+f.name+"="+f.placeholderOr())
 		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return Command{}, false, Usagef("missing flags: %s", strings.Join(missing, ", "))
 	}
 	rv.Elem().Set(out)
 	if verb == nil {
-		return Command{}, true
+		return Command{}, false, nil
 	}
-	return Command{Name: verb.name, Target: rv.Elem().FieldByIndex(verb.index).Addr().Interface()}, true
+	return Command{Name: verb.name, Target: rv.Elem().FieldByIndex(verb.index).Addr().Interface()}, false, nil
+}
+
+// verbList is the verbs a user can type, quoted, for "expected one of".
+func verbList(verbs []verbField) string {
+	var b strings.Builder
+	for _, v := range verbs {
+		if v.hidden {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(v.name))
+	}
+	return b.String()
+}
+
+// parseBool reads a bool flag's value as kong does.
+func parseBool(s string) (value, ok bool) {
+	switch s {
+	case "true", "1", "yes":
+		return true, true
+	case "false", "0", "no":
+		return false, true
+	}
+	return false, false
+}
+
+func boolExpected(got string) string {
+	return "expected true, 1, yes, false, 0 or no but got " + strconv.Quote(got)
 }
 
 // lookupEnv reads env defaults, as kong does.
@@ -154,18 +271,33 @@ type node struct {
 
 // flag is one long flag.
 type flag struct {
-	name     string
-	env      string
-	required bool
-	typ      reflect.Type
-	index    []int // from the grammar's root
+	name        string
+	env         string
+	placeholder string
+	required    bool
+	typ         reflect.Type
+	index       []int // from the grammar's root
 }
 
 // verbField is one verb: a struct field tagged cmd.
 type verbField struct {
-	name  string
-	typ   reflect.Type
-	index []int
+	name   string
+	hidden bool
+	typ    reflect.Type
+	index  []int
+}
+
+// placeholderOr is how kong names the flag's value in "missing flags":
+// its placeholder tag, else its type in capitals.
+func (f *flag) placeholderOr() string {
+	if f.placeholder != "" {
+		return f.placeholder
+	}
+	t := f.typ
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.ToUpper(t.Name())
 }
 
 var (
@@ -216,7 +348,7 @@ func (n *node) read(t reflect.Type, index []int) bool {
 			if ft.Type.Kind() != reflect.Struct || tag.env != "" || tag.required || tag.optional || tag.arg {
 				return false
 			}
-			n.verbs = append(n.verbs, verbField{name: tag.nameOr(ft.Name), typ: ft.Type, index: at})
+			n.verbs = append(n.verbs, verbField{name: tag.nameOr(ft.Name), hidden: tag.hidden, typ: ft.Type, index: at})
 		case tag.arg:
 			// The one shape in use: an optional partial passthrough.
 			if ft.Type != reflect.TypeFor[[]string]() || !tag.optional || tag.passthrough != "partial" || tag.env != "" || n.arg != nil {
@@ -228,7 +360,7 @@ func (n *node) read(t reflect.Type, index []int) bool {
 			if !flagType(ft.Type) || name == "" || tag.optional || tag.passthrough != "" {
 				return false
 			}
-			n.flags = append(n.flags, flag{name: name, env: tag.env, required: tag.required, typ: ft.Type, index: at})
+			n.flags = append(n.flags, flag{name: name, env: tag.env, placeholder: tag.placeholder, required: tag.required, typ: ft.Type, index: at})
 		}
 	}
 	return true
@@ -248,8 +380,8 @@ func hasHook(t reflect.Type) bool {
 // change nothing in a parse (help, placeholder, group, hidden) or that
 // quick follows. Any other key makes readTag fail.
 type fieldTag struct {
-	cmd, arg, required, optional bool
-	name, env, passthrough       string
+	cmd, arg, required, optional, hidden bool
+	name, env, passthrough, placeholder  string
 }
 
 // nameOr is the flag or verb name kong derives: the name tag, else the
@@ -316,12 +448,16 @@ func readTag(tag reflect.StructTag) (fieldTag, bool) {
 			return t, false
 		}
 		switch key {
-		case "help", "placeholder", "group":
+		case "help", "group":
 			continue
 		}
 		value, err := strconv.Unquote(raw)
 		if err != nil {
 			return t, false
+		}
+		if key == "placeholder" {
+			t.placeholder = value
+			continue
 		}
 		switch key {
 		case "cmd", "arg", "required", "optional", "hidden":
@@ -332,6 +468,7 @@ func readTag(tag reflect.StructTag) (fieldTag, bool) {
 			t.arg = t.arg || key == "arg"
 			t.required = t.required || key == "required"
 			t.optional = t.optional || key == "optional"
+			t.hidden = t.hidden || key == "hidden"
 		case "name", "env", "passthrough":
 			if value == "" || strings.ContainsAny(value, "$, =") {
 				return t, false
@@ -360,25 +497,24 @@ func flagIndex(flags []flag, name string) int {
 	return -1
 }
 
-// set converts s as kong's mapper for typ does and stores it in v; it
-// reports false where kong would report an error.
-func set(v reflect.Value, typ reflect.Type, s string) bool {
+// set converts s as kong's mapper for typ does and stores it in v; where
+// kong would report an error it returns what was expected instead.
+func set(v reflect.Value, typ reflect.Type, s string) string {
 	if typ.Kind() == reflect.Pointer {
 		p := reflect.New(typ.Elem())
-		if !set(p.Elem(), typ.Elem(), s) {
-			return false
+		if msg := set(p.Elem(), typ.Elem(), s); msg != "" {
+			return msg
 		}
 		v.Set(p)
-		return true
+		return ""
 	}
-	switch typ {
-	case durationType:
+	if typ == durationType {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return false
+			return "expected a duration such as 90s or 1h30m but got " + strconv.Quote(s)
 		}
 		v.SetInt(int64(d))
-		return true
+		return ""
 	}
 	switch typ.Kind() {
 	case reflect.String:
@@ -386,17 +522,17 @@ func set(v reflect.Value, typ reflect.Type, s string) bool {
 	case reflect.Int64:
 		n, err := strconv.ParseInt(s, 0, 64)
 		if err != nil {
-			return false
+			return "expected a whole number (of at most 19 digits) but got " + strconv.Quote(s)
 		}
 		v.SetInt(n)
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return false
+			return "expected a number but got " + strconv.Quote(s)
 		}
 		v.SetFloat(f)
 	default:
-		return false
+		return "cannot read a " + typ.String() // read refuses such grammars
 	}
-	return true
+	return ""
 }

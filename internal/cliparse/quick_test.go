@@ -1,6 +1,7 @@
 package cliparse_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -74,57 +75,88 @@ func check(t *testing.T, newGrammar func() any, args []string) bool {
 	return accepted
 }
 
+// TestQuickReadsWhatKongReads: what quick makes of a command line (read
+// it, help, or the mistake it reports), which kong makes of it too
+// (check compares the two).
 func TestQuickReadsWhatKongReads(t *testing.T) {
 	root := func() any { return new(testRoot) }
 	run := func() any { return new(testRun) }
 	hooked := func() any { return new(testHooked) }
+	const read, unreadable = "", "(unreadable)"
 	for _, tc := range []struct {
-		name     string
-		grammar  func() any
-		args     string
-		env      map[string]string
-		accepted bool
+		name    string
+		grammar func() any
+		args    string
+		env     map[string]string
+		want    string // read, "help VERB", unreadable, or the error
 	}{
-		{"flags around the verb", root, "--store s take --owner o --verbose --zone z", nil, true},
-		{"inline values", root, "take --owner=o --payload={\"a\":1} --ttl=0.5 --poll-ms=0x10", nil, true},
-		{"every type", root, "take --owner o --wait-ms 7 --every 1m --grace 2s --ratio 1e3 --force --ttl 1_0", nil, true},
-		{"an empty inline value", root, "take --owner= --payload=", nil, true},
-		{"a dash after =", root, "take --owner=-o --ratio=-1", nil, true},
-		{"named verb", root, "give-back --owner o", nil, true},
-		{"hidden verb", root, "hidden --note n", nil, true},
-		{"env defaults", root, "take --owner o", map[string]string{"QUICK_TEST_STORE": "e", "QUICK_TEST_TTL": "2", "QUICK_TEST_POLL": "9", "QUICK_TEST_ZONE": ""}, true},
-		{"flag beats env", root, "--store f take --owner o --ttl 3", map[string]string{"QUICK_TEST_STORE": "e", "QUICK_TEST_TTL": "2"}, true},
-		{"env satisfies required", root, "give-back", map[string]string{"QUICK_TEST_OWNER": "o"}, true},
-		{"passthrough after --", run, "--kind k -- sh -c 'x' --kind", nil, true},
-		{"passthrough without --", run, "--no-pty true --kind k", nil, true},
-		{"nothing to run", run, "--kind k", nil, true},
-		{"only --", run, "--kind k --", nil, true},
+		{"flags around the verb", root, "--store s take --owner o --verbose --zone z", nil, read},
+		{"inline values", root, "take --owner=o --payload={\"a\":1} --ttl=0.5 --poll-ms=0x10", nil, read},
+		{"every type", root, "take --owner o --wait-ms 7 --every 1m --grace 2s --ratio 1e3 --force --ttl 1_0", nil, read},
+		{"an empty inline value", root, "take --owner= --payload=", nil, read},
+		{"a dash after =", root, "take --owner=-o --ratio=-1", nil, read},
+		{"a dash as a value", root, "take --owner -", nil, read},
+		{"named verb", root, "give-back --owner o", nil, read},
+		{"hidden verb", root, "hidden --note n", nil, read},
+		{"env defaults", root, "take --owner o", map[string]string{"QUICK_TEST_STORE": "e", "QUICK_TEST_TTL": "2", "QUICK_TEST_POLL": "9", "QUICK_TEST_ZONE": ""}, read},
+		{"flag beats env", root, "--store f take --owner o --ttl 3", map[string]string{"QUICK_TEST_STORE": "e", "QUICK_TEST_TTL": "2"}, read},
+		{"env satisfies required", root, "give-back", map[string]string{"QUICK_TEST_OWNER": "o"}, read},
+		{"bool with a value", root, "take --owner o --force=false --verbose=yes", nil, read},
+		{"separator", root, "take --owner o --", nil, read},
+		{"passthrough after --", run, "--kind k -- sh -c 'x' --kind", nil, read},
+		{"passthrough without --", run, "--no-pty true --kind k", nil, read},
+		{"nothing to run", run, "--kind k", nil, read},
+		{"only --", run, "--kind k --", nil, read},
 
-		{"env that does not convert", root, "take --owner o", map[string]string{"QUICK_TEST_TTL": "soon"}, false},
-		{"no verb", root, "--store s", nil, false},
-		{"unknown verb", root, "tak --owner o", nil, false},
-		{"verb flag before the verb", root, "--owner o take", nil, false},
-		{"missing required", root, "take", nil, false},
-		{"flag twice", root, "take --owner o --owner p", nil, false},
-		{"value missing", root, "take --owner", nil, false},
-		{"dash value", root, "take --owner -o", nil, false},
-		{"short flag", root, "take -h --owner o", nil, false},
-		{"help", root, "take --owner o --help", nil, false},
-		{"bool with a value", root, "take --owner o --force=true", nil, false},
-		{"bad number", root, "take --owner o --wait-ms 1.5", nil, false},
-		{"extra word", root, "take --owner o extra", nil, false},
-		{"separator", root, "take --owner o --", nil, false},
-		{"default tag", root, "dflt --mode a", nil, false},
-		{"hook", hooked, "take --owner o", nil, false},
-		{"not UTF-8", root, "take --owner \xff", nil, false},
-		{"not UTF-8 in a command", run, "-- echo \xff", nil, false},
+		{"help", root, "take --owner o --help", nil, "help take"},
+		{"short help", root, "-h", nil, "help "},
+		{"help before the verb", root, "--help give-back", nil, "help give-back"},
+		{"help beats missing flags", root, "take -h", nil, "help take"},
+		{"help beats a flag given twice", root, "take --owner o --owner p -h", nil, "help take"},
+		{"a mistake after a flag given twice", root, "take --owner o --owner p --bogus", nil, "unknown flag --bogus"},
+		{"help of a command runner", run, "--help", nil, "help "},
+
+		{"env that does not convert", root, "take --owner o", map[string]string{"QUICK_TEST_TTL": "soon"}, `$QUICK_TEST_TTL (the default of --ttl): expected a number but got "soon"`},
+		{"no verb", root, "--store s", nil, `expected one of "take", "give-back", "dflt"`},
+		{"unknown verb", root, "tak --owner o", nil, "unexpected argument tak"},
+		{"verb flag before the verb", root, "--owner o take", nil, "unknown flag --owner"},
+		{"missing required", root, "take", nil, "missing flags: --owner=STRING"},
+		{"flag twice", root, "take --owner o --owner p", nil, "--owner is given twice: give each flag once"},
+		{"value missing", root, "take --owner", nil, "--owner: expected a value after it"},
+		{"dash value", root, "take --owner -o", nil, `--owner: expected a value but got "-o", which reads as a flag; to give it as the value, write --owner=-o`},
+		{"short flag", root, "take -x --owner o", nil, "unknown flag -x"},
+		{"mistake before help", root, "take --bogus --help", nil, "unknown flag --bogus"},
+		{"bool with a bad value", root, "take --owner o --force=maybe", nil, `--force: expected true, 1, yes, false, 0 or no but got "maybe"`},
+		{"bad number", root, "take --owner o --wait-ms 1.5", nil, `--wait-ms: expected a whole number (of at most 19 digits) but got "1.5"`},
+		{"bad duration", root, "take --owner o --grace soon", nil, `--grace: expected a duration such as 90s or 1h30m but got "soon"`},
+		{"extra word", root, "take --owner o extra", nil, "unexpected argument extra"},
+		{"a word after --", root, "take --owner o -- x", nil, "unexpected argument x"},
+		{"not UTF-8", root, "take --owner \xff", nil, `argument 3 is not valid UTF-8: "\xff"`},
+		{"not UTF-8 in a command", run, "-- echo \xff", nil, `argument 3 is not valid UTF-8: "\xff"`},
+		{"default tag", root, "dflt --mode a", nil, unreadable},
+		{"hook", hooked, "take --owner o", nil, unreadable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			if got := check(t, tc.grammar, strings.Fields(tc.args)); got != tc.accepted {
-				t.Errorf("accepted = %v, want %v", got, tc.accepted)
+			args := strings.Fields(tc.args)
+			accepted := check(t, tc.grammar, args)
+			cmd, help, err := cliparse.Scan(tc.grammar(), args)
+			got := read
+			switch {
+			case errors.Is(err, cliparse.ErrUnreadable):
+				got = unreadable
+			case err != nil:
+				got = err.Error()
+				if !errors.Is(err, cliparse.ErrUsage) {
+					t.Errorf("%v is no usage error", err)
+				}
+			case help:
+				got = "help " + cmd.Name
+			}
+			if got != tc.want || accepted != (tc.want == read) {
+				t.Errorf("got %q (accepted %v), want %q", got, accepted, tc.want)
 			}
 		})
 	}

@@ -98,8 +98,8 @@ func TestPreCommitHookRepository(t *testing.T) {
 		names = append(names, filepath.Base(b))
 	}
 	// durable-lease-etcd serves etcd:// stores for the other three, which
-	// hand such stores (and lease its help and mistakes) to it from the
-	// same directory; durable-lease-top is pool top's view.
+	// hand such stores to it from the same directory; durable-lease-top is
+	// pool top's view.
 	for _, want := range []string{"lease", "pool", "pool-run", "durable-lease-etcd", "durable-lease-top"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("go install ./... did not install %s (installed: %v)", want, names)

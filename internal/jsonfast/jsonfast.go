@@ -5,16 +5,15 @@
 package jsonfast
 
 import (
-	"math"
-	"strconv"
 	"unicode/utf8"
 )
 
 // The hot path of a mutation writes a few small JSON objects of fixed
-// shape (a guard's holder, a fence mark, a record's scalar fields). A
-// short-lived process pays for encoding/json's reflection once per type,
-// tens of microseconds each on a cold start, so those are written here,
-// byte for byte as encoding/json writes them (the tests compare the two).
+// shape (a guard's holder, a fence mark, a record's strings). A
+// short-lived process pays for encoding/json's reflection on the first
+// value of each type it encodes, so those are written here, byte for byte
+// as encoding/json writes them: the tests in jsonfast_test.go compare the
+// two, and docs/FAST-PATHS.md says what it saves a call.
 
 // AppendString appends s as encoding/json encodes a string: with
 // escapeHTML as json.Marshal does (<, > and & as \u003c, \u003e, \u0026),
@@ -69,91 +68,4 @@ func AppendString(dst []byte, s string, escapeHTML bool) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-// AppendFloat appends a finite f as encoding/json encodes a float64;
-// ok is false for an infinity or NaN, which encoding/json refuses.
-func AppendFloat(dst []byte, f float64) ([]byte, bool) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return dst, false
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 to e-9, as encoding/json writes it.
-		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst, true
-}
-
-// IndentCompact appends src, compact JSON as marshal writes it, indented
-// by two spaces as json.Indent(dst, src, "", "  ") indents it. ok is false
-// when src is not balanced JSON text (never, for what marshal writes);
-// the caller then leaves it to json.Indent, which says what is wrong.
-func IndentCompact(dst, src []byte) (out []byte, ok bool) {
-	newline := func(depth int) {
-		dst = append(dst, '\n')
-		for i := 0; i < depth; i++ {
-			dst = append(dst, ' ', ' ')
-		}
-	}
-	depth := 0
-	needIndent := false
-	inString, escaped := false, false
-	for _, c := range src {
-		if inString {
-			dst = append(dst, c)
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			continue
-		}
-		if needIndent && c != '}' && c != ']' {
-			needIndent = false
-			depth++
-			newline(depth)
-		}
-		switch c {
-		case '"':
-			inString = true
-			dst = append(dst, c)
-		case '{', '[':
-			needIndent = true
-			dst = append(dst, c)
-		case ',':
-			dst = append(dst, c)
-			newline(depth)
-		case ':':
-			dst = append(dst, c, ' ')
-		case '}', ']':
-			if needIndent {
-				needIndent = false
-			} else {
-				depth--
-				if depth < 0 {
-					return dst, false
-				}
-				newline(depth)
-			}
-			dst = append(dst, c)
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return dst, depth == 0 && !needIndent && !inString
 }

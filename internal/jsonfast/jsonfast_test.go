@@ -3,7 +3,6 @@ package jsonfast
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -57,43 +56,4 @@ func mustPlain(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func TestAppendJSONFloatMatchesEncodingJSON(t *testing.T) {
-	fs := []float64{0, 1, -1, 0.5, 0.001, 15, 1440, 527040, 1e-6, 9.99e-7, 1e-7, 1e20, 1e21, 1.5e21, 123456789.125, math.SmallestNonzeroFloat64, math.MaxFloat64, math.Copysign(0, -1), 1.0 / 3}
-	r := rand.New(rand.NewPCG(5, 6))
-	for i := 0; i < 2000; i++ {
-		fs = append(fs, math.Float64frombits(r.Uint64()))
-	}
-	for _, f := range fs {
-		got, ok := AppendFloat(nil, f)
-		want, err := marshalPlain(f)
-		if ok != (err == nil) || ok && !bytes.Equal(got, want) {
-			t.Errorf("AppendFloat(%v) = %s, %v; want %s, %v", f, got, ok, want, err)
-		}
-	}
-}
-
-func TestIndentCompactMatchesJSONIndent(t *testing.T) {
-	srcs := []string{`{}`, `[]`, `{"a":1}`, `{"a":{},"b":[],"c":[1,{"d":null}],"e":"x,y:{z}[\"]\\"}`, `"s"`, `1`, `[[[]]]`,
-		`{"v":1,"kind":"k","owner":"o","token":"t","heartbeat":"2026-12-01T10:48:07.232Z","ttlMinutes":0.5,"payload":{"pr":123,"list":[1,2,{"x":"\u2028<>"}]},"acquiredAt":"2026-12-01T10:48:07.232Z","boot":{"id":"i","ms":3,"at":"a"},"zz":true}`}
-	for _, s := range jsonStrings() {
-		q, _ := json.Marshal(map[string]any{s: []any{s, map[string]any{}, []any{}}})
-		srcs = append(srcs, string(q))
-	}
-	for _, src := range srcs {
-		var want bytes.Buffer
-		if err := json.Indent(&want, []byte(src), "", "  "); err != nil {
-			t.Fatalf("json.Indent(%s): %v", src, err)
-		}
-		got, ok := IndentCompact(nil, []byte(src))
-		if !ok || !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("IndentCompact(%s) = %s, %v; want %s", src, got, ok, want.Bytes())
-		}
-	}
-	for _, bad := range []string{`{`, `}`, `{"a":"b}`, `[{]`} {
-		if _, ok := IndentCompact(nil, []byte(bad)); ok && bad != `[{]` {
-			t.Errorf("IndentCompact(%s) ok", bad)
-		}
-	}
 }

@@ -1,14 +1,20 @@
 // Package leasecli is the lease command: it parses the command line, calls
 // package lease and prints one JSON object on stdout for every outcome.
+//
+// The command line is read by package cliparse's quick parser alone, which
+// reports every mistake itself; the help it prints is kong's rendering of
+// the grammar below, kept in help_gen.go, which go generate writes
+// (helpgen) and a test keeps up to date. So the lease executable links no
+// kong (a test of internal/linkbudget holds it to that).
 package leasecli
+
+//go:generate go run ./helpgen -o help_gen.go
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
@@ -47,6 +53,12 @@ timeout, not dead), 2 usage or validation error (nothing changed), 3 internal er
 // helpVars are the variables the help text interpolates.
 func helpVars() map[string]string {
 	return map[string]string{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern}
+}
+
+// Grammar is what help_gen.go is generated from: the grammar (a new one),
+// the description and the variables its help interpolates.
+func Grammar() (grammar any, desc string, vars map[string]string) {
+	return new(cli), description, helpVars()
 }
 
 // verb is every command: Parse returns the selected one.
@@ -98,12 +110,9 @@ func MainSignals(sigs *signals.Lazy, args []string, stdout, stderr io.Writer) in
 func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writer) int {
 	var c cli
 	pretty, reveal := false, false
-	cmd, exited, status, err := cliparse.Parse(&c, "lease", description, helpVars(), args, stdout, stderr)
-	if errors.Is(err, cliparse.ErrNeedsFullParser) {
-		return handOffParse(args, stdout, stderr)
-	}
+	cmd, exited, err := cliparse.ParseAlone(&c, "lease", embeddedHelp, args, stdout)
 	if exited {
-		return status
+		return outcome.ExitOK
 	}
 	if err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)
@@ -142,53 +151,4 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return fail(stdout, stderr, pretty, reveal, err)
 	}
 	return outcome.ExitOK
-}
-
-// handOffParse runs a command line the quick parser does not read (help,
-// a mistake, an unusual form) in the executable that has the full parser,
-// so that this one need not link kong: its package initialisation alone
-// would cost every lease call about 0.17 ms. The process is replaced, so
-// the output, exit status and signals are that executable's, exactly as
-// if it had been run; nothing has been touched yet.
-//
-// Only the executable installed beside this one is used (never one found
-// on PATH, perhaps of another version: it would run the command too), and
-// never twice in a row (handOffEnv): a helper that handed back would loop.
-func handOffParse(args []string, stdout, stderr io.Writer) int {
-	if path := storeopen.FindBeside(storeopen.FullHelper); path != "" && os.Getenv(handOffEnv) == "" {
-		os.Setenv(handOffEnv, "1")
-		err := storeopen.Exec(path, "lease", args)
-		return fail(stdout, stderr, false, false, err)
-	}
-	if topic, ok := helpTopic(args); ok {
-		// Help needs no parser: kong's own text, kept in help_gen.go.
-		io.WriteString(stdout, embeddedHelp[topic])
-		return 0
-	}
-	return fail(stdout, stderr, false, false, cliparse.Usagef(
-		"lease cannot read this command line: %q (the exact error comes from %s, which was not found beside lease or on PATH; "+
-			"install it with the other CLIs: CGO_ENABLED=0 go install ./cmd/...); see lease --help",
-		strings.Join(args, " "), storeopen.FullHelper))
-}
-
-// handOffEnv marks a process that lease handed a command line to.
-const handOffEnv = "DURABLE_LEASE_PARSE_HANDOFF"
-
-// helpTopic reports whether args are one of the plain ways of asking for
-// help, and the verb asked about ("" for the root): --help, -h, help,
-// help VERB, VERB --help and VERB -h. Anything else (help with other
-// words or flags, an unknown verb) is left to the full parser, whose
-// answer it would not always match.
-func helpTopic(args []string) (topic string, ok bool) {
-	isHelp := func(a string) bool { return a == "--help" || a == "-h" }
-	verb := func(a string) bool { _, known := embeddedHelp[a]; return known && a != "" }
-	switch {
-	case len(args) == 1 && (isHelp(args[0]) || args[0] == "help"):
-		return "", true
-	case len(args) == 2 && args[0] == "help" && verb(args[1]):
-		return args[1], true
-	case len(args) == 2 && verb(args[0]) && isHelp(args[1]):
-		return args[0], true
-	}
-	return "", false
 }

@@ -1,6 +1,7 @@
 package leasecli
 
 import (
+	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -9,8 +10,8 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
-	// The lease executable links no full parser; its tests do, as the
-	// executable it hands help and mistakes to does.
+	// The lease executable links no kong; its tests compare the quick
+	// parser's reading with kong's.
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse"
 )
 
@@ -40,8 +41,11 @@ func TestEveryCommandIsAVerb(t *testing.T) {
 	}
 }
 
-// Every command line quick accepts, kong reads the same way: every flag
-// of every verb, and many near misses of each.
+// Every command line quick accepts, kong reads the same way, and quick
+// refuses or answers with help where kong does (see CompareWithKong):
+// every flag of every verb, and many near misses of each. The lease
+// executable has no other parser: quick must read its whole grammar, so
+// that it never fails with anything but a usage error.
 func TestQuickParseIsKongParse(t *testing.T) {
 	samples := cliparse.Samples(new(cli))
 	if len(samples) != 2*7 {
@@ -59,6 +63,10 @@ func TestQuickParseIsKongParse(t *testing.T) {
 			if _, err := cliparse.CompareWithKong(newGrammar, helpVars(), v); err != nil {
 				t.Fatal(err)
 			}
+			var c cli
+			if _, _, err := cliparse.ParseAlone(&c, "lease", embeddedHelp, v, io.Discard); err != nil && !errors.Is(err, cliparse.ErrUsage) {
+				t.Fatalf("%q: %v", v, err)
+			}
 		}
 	}
 }
@@ -75,16 +83,15 @@ func FuzzQuickParse(f *testing.F) {
 }
 
 // BenchmarkParse reads an acquire's command line three ways, warm, in one
-// process (docs/PERFORMANCE.md): as Parse does (quick), with kong's model
-// of the whole grammar (what every call cost before, and what help and
-// mistakes still cost), and with kong's model of the named verb alone
-// (an alternative measured and not taken).
+// process (docs/FAST-PATHS.md): as lease does (quick), with kong's model
+// of the whole grammar (the straightforward way), and with kong's model
+// of the named verb alone (an alternative measured and not taken).
 func BenchmarkParse(b *testing.B) {
 	args := hotLines[0]
 	b.Run("quick", func(b *testing.B) {
 		for b.Loop() {
 			var c cli
-			if _, exited, _, err := cliparse.Parse(&c, "lease", description, helpVars(), args, io.Discard, io.Discard); err != nil || exited {
+			if _, exited, err := cliparse.ParseAlone(&c, "lease", embeddedHelp, args, io.Discard); err != nil || exited {
 				b.Fatal(err)
 			}
 		}

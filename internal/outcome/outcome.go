@@ -55,10 +55,10 @@ func Write(w io.Writer, v any, pretty bool) error {
 }
 
 // Appender is an output that writes itself exactly as Write's encoder
-// would write it, without encoding/json's reflection: for the outputs of
-// the hot commands, whose process lasts about a millisecond and would
-// spend a few percent of it encoding its one line the first time. ok
-// false hands it to the encoder after all.
+// would write it, without encoding/json's reflection, which a process
+// pays on the first value of each type it encodes: for the outputs of the
+// hot commands, which encode one line per process (docs/FAST-PATHS.md).
+// ok false hands it to the encoder after all.
 type Appender interface {
 	AppendJSON(dst []byte) (out []byte, ok bool)
 }

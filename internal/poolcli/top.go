@@ -73,10 +73,10 @@ func (c *topCmd) Run(e *env) error {
 // "durable-lease-top pool ARGS..." with the same environment, descriptors
 // (the terminal) and process id. It returns only on failure.
 func handOffTop(args []string) error {
-	path := storeopen.FindBeside(TopHelper)
-	if path == "" {
-		return cliparse.Usagef("pool top runs in %s, which was not found beside this executable; "+
-			"install it with the other commands: CGO_ENABLED=0 go install ./cmd/... in a clone", TopHelper)
+	path, ok := storeopen.Beside(TopHelper)
+	if !ok {
+		return cliparse.Usagef("pool top runs in %s, which is not installed at %s; "+
+			"install it with the other commands: CGO_ENABLED=0 go install ./cmd/... in a clone", TopHelper, path)
 	}
 	argv := append([]string{path, "pool"}, args...)
 	if err := syscall.Exec(path, argv, os.Environ()); err != nil {

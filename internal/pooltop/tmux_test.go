@@ -323,7 +323,7 @@ func TestTopWithoutTheHelper(t *testing.T) {
 	}
 	p := newPane(t, 200, 24, append(env, "PATH=/usr/bin:/bin"))
 	p.typeLine(fmt.Sprintf("%s --pool %s top; echo EXITED=$?", filepath.Join(lone, "pool"), f.file))
-	s := p.waitForText(10*time.Second, "EXITED=2", `"code":"usage"`, "durable-lease-top, which was not found", "go install ./cmd/...")
+	s := p.waitForText(10*time.Second, "EXITED=2", `"code":"usage"`, "durable-lease-top, which is not installed at", "go install ./cmd/...")
 	if strings.Contains(s, "q leaves") {
 		t.Errorf("a view without its helper:\n%s", s)
 	}

@@ -91,7 +91,8 @@ func Open(ctx context.Context, where string, opts ...lease.Option) (*lease.Store
 		if !known(scheme) {
 			return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, unknownScheme(where, scheme))
 		}
-		return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, notServed(where, scheme))
+		path, _ := Beside(HelperName(scheme))
+		return nil, nil, fmt.Errorf("%w: %w", lease.ErrInvalid, notServed(where, scheme, path))
 	}
 	return o(ctx, where, opts...)
 }
@@ -121,9 +122,9 @@ func HandOff(where, cli string, args []string) error {
 	if !known(scheme) {
 		return unknownScheme(where, scheme)
 	}
-	path := FindBeside(HelperName(scheme))
-	if path == "" || isSelf(path) {
-		return notServed(where, scheme)
+	path, ok := Beside(HelperName(scheme))
+	if !ok || isSelf(path) {
+		return notServed(where, scheme, path)
 	}
 	return Exec(path, cli, args)
 }
@@ -133,9 +134,15 @@ func unknownScheme(where, scheme string) error {
 		ErrUnknownScheme, Redact(where), scheme, schemeList())
 }
 
-func notServed(where, scheme string) error {
-	return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which was not found beside this executable (install it with the others: go install ./cmd/...)",
-		ErrNotServed, Redact(where), scheme, HelperName(scheme))
+// notServed says where the helper was looked for: path, the one place
+// ("" when even that is unknown).
+func notServed(where, scheme, path string) error {
+	at := "beside this executable"
+	if path != "" {
+		at = "at " + path
+	}
+	return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which is not installed %s (install it with the others: CGO_ENABLED=0 go install ./cmd/... in a clone)",
+		ErrNotServed, Redact(where), scheme, HelperName(scheme), at)
 }
 
 func schemeList() string {
@@ -179,24 +186,19 @@ func Exec(path, cli string, args []string) error {
 	return nil // not reached
 }
 
-// FullHelper is the executable that reads every command line of lease,
-// pool and pool-run with the full parser (help, usage errors): the one
-// that serves etcd:// stores, which links all three CLIs whole.
-const FullHelper = "durable-lease-etcd"
-
-// FindBeside returns the path of the helper executable name beside the
-// running executable, or "": for hand-offs that must reach the same
-// installation, never another version found on PATH.
-func FindBeside(name string) string {
+// Beside returns the path of the helper executable name beside the
+// running executable, the one place a helper is looked for (never PATH,
+// which may hold another version), and whether an executable file is
+// there. path is "" only when the running executable's own path is
+// unknown.
+func Beside(name string) (path string, ok bool) {
 	exe, err := os.Executable()
 	if err != nil {
-		return ""
+		return "", false
 	}
-	p := filepath.Join(filepath.Dir(exe), name)
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return p
-	}
-	return ""
+	path = filepath.Join(filepath.Dir(exe), name)
+	fi, err := os.Stat(path)
+	return path, err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // Redact returns a store URL fit to show: the user information (a

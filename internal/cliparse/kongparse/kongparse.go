@@ -1,9 +1,8 @@
-// Package kongparse is the full command-line parser of the durable-lease
-// CLIs: kong, with the whole grammar's help and error messages. Importing
-// it registers it with package cliparse; the lease executable does not,
-// so it never pays kong's package initialisation (about 0.17 ms a
-// process), and hands the command lines the quick parser leaves (help,
-// mistakes) to an executable that does.
+// Package kongparse is the full command-line parser of pool and pool-run:
+// kong, with the whole grammar's help and error messages. Importing it
+// registers it with package cliparse. The lease executable does not (its
+// whole grammar is read by cliparse.ParseAlone), so it never pays kong's
+// package initialisation; internal/linkbudget holds it to that.
 package kongparse
 
 import (

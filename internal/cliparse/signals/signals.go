@@ -1,13 +1,13 @@
 // Package signals gives a CLI a context that SIGINT, SIGTERM and SIGHUP
 // cancel, without paying for their registration on calls that never wait.
 //
-// Registering a signal with os/signal is a round trip with the runtime's
-// signal thread, which the first registration starts: 0.1 to 0.2 ms for
-// the three, as much as the store work of a whole `lease acquire`. A call
-// that does not wait never looks at its context (a mutation holds its
-// guard for microseconds and is never abandoned half done), so the
-// registration is made only when something asks the context whether it
-// is done: a wait, or a retry of a busy guard. Until then:
+// Registering a signal with os/signal starts the runtime's signal thread
+// and is a round trip with it, which a call that never waits would pay
+// for nothing (what it costs: docs/FAST-PATHS.md). A call that does not
+// wait never looks at its context (a mutation holds its guard briefly
+// and is never abandoned half done), so the registration is made only
+// when something asks the context whether it is done: a wait, or a retry
+// of a busy guard. Until then:
 //
 //   - before the CLI touches anything (parsing its command line, finding
 //     the store), a signal has its default action: it ends the process,

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// TestHelpIsUpToDate: help_gen.go is what helpgen writes from the grammar
+// now, so the help the lease executable prints is kong's, verb by verb.
+func TestHelpIsUpToDate(t *testing.T) {
+	want, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../help_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("internal/leasecli/help_gen.go is out of date: run go generate ./internal/leasecli")
+	}
+}

@@ -295,3 +295,10 @@ func (b *Backend) Journal(_ context.Context, e lease.Event) error {
 	}
 	return nil
 }
+
+var (
+	_ lease.Backend         = (*Backend)(nil)
+	_ lease.Sweeper         = (*Backend)(nil)
+	_ lease.Peeker          = (*Backend)(nil)
+	_ lease.UnfencedUpdater = (*Backend)(nil)
+)

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -69,12 +70,45 @@ type Backend interface {
 }
 
 // BackendProvider is implemented by lease backends that keep pools' state
-// too (package dirstore's and package etcdstore's). [Open] finds it on the
-// store's backend.
+// too (package etcdstore's). [Open] finds it on the store's backend, or
+// through [RegisterProvider].
 type BackendProvider interface {
 	// PoolBackend returns the state of the pool cfg describes. host is
 	// what the pool lends it; a backend may ignore it.
 	PoolBackend(cfg *Config, host Host) (Backend, error)
+}
+
+// RegisterProvider adds find to the ways [Open] looks for the
+// [BackendProvider] of a store: after asking the store's lease backend
+// itself, it asks each registered find in turn, which returns nil for a
+// backend it does not serve. It is for a store whose lease backend must
+// not depend on this package: the directory store's pools are package
+// dirstore/dirpool's, which registers itself when it is linked, because
+// the lease command links the directory store and must not link pool.
+func RegisterProvider(find func(lease.Backend) BackendProvider) {
+	providersMu.Lock()
+	defer providersMu.Unlock()
+	providers = append(providers, find)
+}
+
+var (
+	providersMu sync.Mutex
+	providers   []func(lease.Backend) BackendProvider
+)
+
+// providerFor is the BackendProvider of b, or nil.
+func providerFor(b lease.Backend) BackendProvider {
+	if sp, ok := b.(BackendProvider); ok {
+		return sp
+	}
+	providersMu.Lock()
+	defer providersMu.Unlock()
+	for _, find := range providers {
+		if sp := find(b); sp != nil {
+			return sp
+		}
+	}
+	return nil
 }
 
 // Host is what a pool lends the [Backend] it opens, for a backend that

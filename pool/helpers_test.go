@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"os"
 	"path/filepath"
 	"sync"

@@ -130,17 +130,20 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	if p.notify == nil {
 		p.notify = p.deliverNudge
 	}
-	switch sp, ok := store.Backend().(BackendProvider); {
+	switch sp := providerFor(store.Backend()); {
 	case opts.Backend != nil:
 		p.backend = opts.Backend
-	case ok:
+	case sp != nil:
 		st, err := sp.PoolBackend(cfg, Host{Store: store, Live: p.live, Event: p.logEvent, Log: p.log})
 		if err != nil {
 			return nil, err
 		}
 		p.backend = st
 	default:
-		return nil, fmt.Errorf("%w: the store %s keeps no pools: it is neither a directory nor a backend with pool state", ErrConfig, store.Where())
+		if store.Dir() != "" {
+			return nil, fmt.Errorf("%w: the store %s keeps no pools in this program: a directory store's pools are package dirstore/dirpool's, which it does not link", ErrConfig, store.Where())
+		}
+		return nil, fmt.Errorf("%w: the store %s keeps no pools: its backend keeps no pool state", ErrConfig, store.Where())
 	}
 	return p, nil
 }

@@ -39,7 +39,7 @@ func ResolveStoreField(value, baseDir, home string) (string, error) {
 // StoreFor is where a pool's CLIs keep its leases: named (the --store
 // flag, or LEASE_STORE) if set, else the pool file's "store" (resolved
 // now, against HOME for "~/…"), else "" for the default store, which the
-// caller resolves and then passes to dirstore.ClaimHostStore.
+// caller resolves and then passes to dirpool.ClaimHostStore.
 func StoreFor(named string, c *Config) (string, error) {
 	if named != "" || c.StoreField == "" {
 		return named, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"os"
 	"path/filepath"
 	"slices"

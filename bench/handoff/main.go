@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"io"
 	"math/rand/v2"
 	"os"

@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"math/rand/v2"
 	"os"
 	"os/exec"

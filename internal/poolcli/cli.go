@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/dirstore/dirpool"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
 	"github.com/durable-lease/durable-lease/internal/jsonout"
@@ -133,7 +134,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	}
 	_ = closeStore // the connection, if any, ends with the process
 	if named == "" {
-		if err := dirstore.ClaimHostStore(cfg, store.Dir(), dirstore.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
+		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
 			return nil, err
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/dirstore/dirpool"
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
@@ -392,7 +393,7 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 		return o, g, nil
 	}
 	if named == "" {
-		if err := dirstore.ClaimHostStore(cfg, store.Dir(), dirstore.RegistryDir(os.Getenv), store.Now(), true); err != nil {
+		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), true); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"io"
 	"math/rand/v2"
 	"os"

@@ -1,11 +1,12 @@
-package dirstore
+package dirpool
 
 import (
-	"github.com/durable-lease/durable-lease/pool"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/pool"
 )
 
 // The registry is kept only in directories of the user's that nobody else

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dirstore
+package dirpool
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package dirstore
+package dirpool
 
 import (
 	"context"

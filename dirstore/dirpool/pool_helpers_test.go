@@ -1,4 +1,4 @@
-package dirstore
+package dirpool
 
 import (
 	"bufio"
@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
@@ -55,9 +57,9 @@ func newTestPool(t *testing.T, poolJSON string, opts pool.Options) *testPool {
 	t.Helper()
 	root := t.TempDir()
 	cfg := writePoolFile(t, root, poolJSON)
-	clk := newFakeClock(t0)
+	clk := &fakeClock{now: t0}
 	storeDir := filepath.Join(root, "store")
-	st, err := Open(storeDir, lease.WithClock(clk))
+	st, err := dirstore.Open(storeDir, lease.WithClock(clk))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -80,7 +82,7 @@ func newRealPool(tb testing.TB, poolJSON string, opts pool.Options) *pool.Pool {
 	tb.Helper()
 	root := tb.TempDir()
 	cfg := writePoolFile(tb, root, poolJSON)
-	st, err := Open(filepath.Join(root, "store"))
+	st, err := dirstore.Open(filepath.Join(root, "store"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -133,6 +135,38 @@ func logEvents(t *testing.T, dir string) []map[string]any {
 			t.Fatalf("pool.log: bad line %q: %v", sc.Text(), err)
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// fakeClock is a lease.Clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// t0 is the fake clock's start: millisecond-aligned like stored timestamps.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+
+// eventsNamed filters log events by name.
+func eventsNamed(events []map[string]any, name string) []map[string]any {
+	var out []map[string]any
+	for _, e := range events {
+		if e["event"] == name {
+			out = append(out, e)
+		}
 	}
 	return out
 }

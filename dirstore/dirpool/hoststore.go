@@ -1,4 +1,4 @@
-package dirstore
+package dirpool
 
 import (
 	"encoding/json"
@@ -126,7 +126,6 @@ func sameDir(a, b string) bool {
 	fb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
-
 
 // mkdirPrivate makes the registry directory dir and its missing parents
 // below the existing base (HOME or XDG_STATE_HOME), each 0700 whatever

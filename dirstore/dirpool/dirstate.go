@@ -1,4 +1,4 @@
-package dirstore
+package dirpool
 
 import (
 	"context"
@@ -367,18 +367,3 @@ func (d *dirState) recoverDeadLock(ctx context.Context, rec *lease.Record) bool 
 	d.h.Event(ctx, pool.EventQueueLockRecovered, map[string]any{"owner": rec.Owner, "pid": holder.PID})
 	return true
 }
-
-// PoolBackend implements [pool.BackendProvider]: the pool's state is the
-// files of <store>/<name>/ (docs/PROTOCOL.md §6).
-func (b *Backend) PoolBackend(cfg *pool.Config, h pool.Host) (pool.Backend, error) {
-	return &dirState{cfg: cfg, h: h, dir: filepath.Join(b.dir, cfg.Name)}, nil
-}
-
-var (
-	_ pool.BackendProvider  = (*Backend)(nil)
-	_ pool.Backend          = (*dirState)(nil)
-	_ lease.Backend         = (*Backend)(nil)
-	_ lease.Sweeper         = (*Backend)(nil)
-	_ lease.Peeker          = (*Backend)(nil)
-	_ lease.UnfencedUpdater = (*Backend)(nil)
-)

@@ -1,4 +1,4 @@
-package dirstore_test
+package dirpool_test
 
 import (
 	"path/filepath"
@@ -10,6 +10,16 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool/pooltest"
 )
+
+// stepClock is a fake clock that the harness advances.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // TestPoolConformance runs the pool state conformance suite on the
 // directory store, on a fake clock shared by every client of a store.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"io"
 	"os"
 	"os/exec"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Process())
 	}
-	os.Exit(m.Run())
+	testrun.Main(m)
 }
 
 // rig is one test's store and working directory.

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"net"
 	"os"
 	"os/exec"
@@ -9,23 +10,51 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 )
 
-// build compiles the named commands into dir.
-func build(t *testing.T, dir string, cmds ...string) {
+func TestMain(m *testing.M) {
+	code := testrun.Run(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string // the executables, once built
+	buildErr  error
+)
+
+// installed returns the directory of the executables the tests run, all
+// of them, built once per test binary as the README installs them.
+func installed(t *testing.T) string {
 	t.Helper()
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
-	for _, c := range cmds {
-		args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dl-etcd-cli-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		args := []string{"build", "-o", dir + string(os.PathSeparator)}
+		for _, c := range []string{"lease", "pool", "pool-run", "durable-lease-etcd"} {
+			args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
+		}
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binDir = dir
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	out, err := exec.Command("go", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	return binDir
 }
 
 type result struct {
@@ -51,10 +80,10 @@ func run(t *testing.T, env []string, bin string, args ...string) result {
 // pools and pool-run --pool keep their state on the cluster too.
 func TestCLIsHandEtcdStoresOff(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "lease", "pool", "pool-run", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	url := c.URL("handoff")
 	lease := filepath.Join(bin, "lease")
@@ -146,10 +175,10 @@ func TestCLIsHandEtcdStoresOff(t *testing.T) {
 // nobody is left in the queue.
 func TestPoolLastSlotRace(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "pool", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + c.URL("race")}
 	poolFile := filepath.Join(t.TempDir(), "pool.json")
@@ -194,8 +223,9 @@ func TestPoolLastSlotRace(t *testing.T) {
 // says what is missing, while plain command lines and --version work.
 func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs")
+		testrun.Skip(t, "-short (builds the CLIs)")
 	}
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/durable-lease/durable-lease/cmd/lease").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -205,8 +235,7 @@ func TestLeaseHandsOtherCommandLinesOver(t *testing.T) {
 			t.Errorf("cmd/lease links %s", dep)
 		}
 	}
-	bin := t.TempDir()
-	build(t, bin, "lease", "durable-lease-etcd")
+	bin := installed(t)
 	alone := t.TempDir()
 	data, err := os.ReadFile(filepath.Join(bin, "lease"))
 	if err != nil {

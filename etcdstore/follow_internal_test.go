@@ -20,6 +20,7 @@ import (
 // certain: reported before the new watch, the change fell between the two
 // and was never delivered; on a busy host that was this test timing out.)
 func TestFollowResumesPastACompaction(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -121,7 +121,9 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	url := c.URL(testPrefix(t))
-	opts := etcdstore.Options{DialTimeout: 2 * time.Second}
+	// The bound is a safety net: each Open below is answered (or refused)
+	// by the cluster, and bcrypt under -race on a busy host takes seconds.
+	opts := etcdstore.Options{DialTimeout: 30 * time.Second}
 
 	_, err := etcdstore.Open(ctx, url, opts)
 	if err == nil {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(testrun.Wrap(m), Commands)
+	testscript.Main(testrun.Wrap(m, testrun.Parallel(8)), Commands)
 }
 
 // TestScripts runs every script on the directory store. The same scripts

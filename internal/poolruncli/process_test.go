@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Process())
 	}
-	testrun.Main(m)
+	testrun.Main(m, testrun.Parallel(8))
 }
 
 // rig is one test's store and working directory.

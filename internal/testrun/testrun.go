@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,16 +17,40 @@ import (
 // M is what [Run] runs: a *testing.M, or what testscript.Main hands on.
 type M interface{ Run() int }
 
-// Main runs m's tests and exits with their status: os.Exit(Run(m)).
-func Main(m *testing.M) { os.Exit(Run(m)) }
+// Main runs m's tests and exits with their status: os.Exit(Run(m, opts...)).
+func Main(m *testing.M, opts ...Option) { os.Exit(Run(m, opts...)) }
+
+// Option changes how [Run] runs a package's tests.
+type Option func()
+
+// Parallel makes n the default of -test.parallel (how many parallel tests
+// run at once; go test's default is GOMAXPROCS) for a package whose tests
+// spend their time waiting (on child processes, timers, a lease's expiry)
+// rather than computing: there a 2-core machine can carry more of them at
+// once than it has cores. A -parallel on the command line still wins.
+func Parallel(n int) Option {
+	return func() {
+		if !flag.Parsed() {
+			flag.Parse()
+		}
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+		if !set {
+			flag.Set("test.parallel", strconv.Itoa(n))
+		}
+	}
+}
 
 // Run runs m's tests and returns their exit status. Before, it puts
 // [RaceEnv] into this process's environment, so every child process a
-// test starts inherits it; after, it prints the package's skips, if any,
-// as one line (see [Summary]).
-func Run(m M) int {
+// test starts inherits it, and applies opts; after, it prints the
+// package's skips, if any, as one line (see [Summary]).
+func Run(m M, opts ...Option) int {
 	k, v, _ := strings.Cut(RaceEnv(), "=")
 	os.Setenv(k, v)
+	for _, o := range opts {
+		o()
+	}
 	code := m.Run()
 	if line := Summary(); line != "" {
 		report(line, code == 0)
@@ -190,8 +215,11 @@ func goStdout() (*os.File, error) {
 
 // Wrap returns an M whose Run is [Run] of m: for a TestMain that hands
 // its M to another runner, as testscript.Main(testrun.Wrap(m), cmds).
-func Wrap(m M) M { return wrapped{m} }
+func Wrap(m M, opts ...Option) M { return wrapped{m, opts} }
 
-type wrapped struct{ m M }
+type wrapped struct {
+	m    M
+	opts []Option
+}
 
-func (w wrapped) Run() int { return Run(w.m) }
+func (w wrapped) Run() int { return Run(w.m, w.opts...) }

@@ -71,11 +71,14 @@ func TestTortureShort(t *testing.T) {
 		testrun.Skip(t, "-short")
 	}
 	s := seed(t)
+	// The two profiles run side by side, each on its own store.
 	t.Run("lease", func(t *testing.T) {
+		t.Parallel()
 		runProfile(t, Profile{Mode: "lease", Lanes: 8, OpsPerLane: 300, Segment: 30, TTLMinutes: 0.01,
 			KillRate: 0.1, Seed: s, MaxGap: 10 * time.Second, StrictGuard: true})
 	})
 	t.Run("pool", func(t *testing.T) {
+		t.Parallel()
 		runProfile(t, Profile{Mode: "pool", Lanes: 8, OpsPerLane: 120, Segment: 20, Slots: 2, TTLMinutes: 0.01,
 			KillRate: 0.1, Seed: s + 1, MaxGap: 10 * time.Second, StrictGuard: true})
 	})

@@ -1,13 +1,53 @@
 package testrun
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv("TESTRUN_CHILD") == "parallel" {
+		Main(m, Parallel(7))
+	}
+	Main(m)
+}
+
+// TestParallel: Parallel sets -test.parallel's default; the command line
+// still wins.
+func TestParallel(t *testing.T) {
+	if os.Getenv("TESTRUN_CHILD") != "" {
+		t.Skip("the child's own run")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "7"},
+		{[]string{"-test.parallel=3"}, "3"},
+	} {
+		cmd := exec.Command(os.Args[0], append([]string{"-test.run", "^TestChildParallel$", "-test.v"}, tc.args...)...)
+		cmd.Env = append(os.Environ(), "TESTRUN_CHILD=parallel")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "test.parallel="+tc.want+"\n") {
+			t.Errorf("with %q, want test.parallel=%s:\n%s", tc.args, tc.want, out)
+		}
+	}
+}
+
+// TestChildParallel is the child's run of TestParallel.
+func TestChildParallel(t *testing.T) {
+	if os.Getenv("TESTRUN_CHILD") != "parallel" {
+		t.Skip("run by TestParallel")
+	}
+	fmt.Printf("test.parallel=%s\n", flag.Lookup("test.parallel").Value)
+}
 
 // TestSummary: skips are counted and named by reason in one line, and
 // stay out of the line for tests that did not skip.

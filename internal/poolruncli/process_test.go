@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +32,13 @@ const asCLI = "POOL_RUN_TEST_AS_CLI"
 func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Process())
+	}
+	// pool-run leaves a signal ignored by whoever started it ignored (as
+	// nohup asks); the tests start it as a terminal's shell would, with
+	// SIGHUP at its default, even when this run was started under nohup.
+	// Once this process catches SIGHUP, a child it starts gets the default.
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
 	testrun.Main(m, testrun.Parallel(8))
 }

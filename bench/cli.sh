@@ -20,20 +20,10 @@
 # Usage: bench/cli.sh   (from any directory)
 set -eu
 
-die() { echo "bench/cli.sh: $*" >&2; exit 2; }
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-	cat >&2 <<'EOF'
-bench/cli.sh: hyperfine is not installed. Install it, then re-run:
-  Debian/Ubuntu:  sudo apt-get install hyperfine
-  macOS:          brew install hyperfine
-  any (Rust):     cargo install --locked hyperfine
-EOF
-	exit 2
-fi
-for tool in go flock python3; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
-done
+bench=bench/cli.sh
+. "$(dirname "$0")/lib/harness.sh"
+need_hyperfine
+need go flock python3
 
 RUNS=${RUNS:-300}
 WARMUP=${WARMUP:-30}
@@ -55,9 +45,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # hyperfine -N splits command lines like a shell; keep paths simple.
-case "$tmp$store" in
-*[!A-Za-z0-9/._-]*) die "temporary paths must not contain spaces or quotes: $tmp $store" ;;
-esac
+plain_paths "$tmp" "$store"
 
 # Built as the README installs it: CGO_ENABLED=0 gives a static binary that
 # skips the dynamic loader and libc start-up (kong imports os/user, which
@@ -69,7 +57,7 @@ rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$root" status --porcelain 2>/dev/null)" ]; then rev="$rev + uncommitted changes"; fi
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $rev"
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "machine: $(cpus), load $(loadavg)"
 echo "go:      $(go version)"
 echo "store:   $store ($(df -T "$store" | awk 'NR==2 {print $2}'))"
 echo "binary:  $(wc -c <"$tmp/lease") bytes, $(file -b "$tmp/lease" 2>/dev/null | cut -d, -f1-4)"
@@ -77,30 +65,8 @@ lease="$tmp/lease --store $store"
 
 owner=bench
 token=0123456789abcdef0123456789abcdef # fixed: the timed release command line is constant
-now=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
-
-# A live record for kind bench-rel, in the on-disk format (lease/record.go),
-# copied into the store before every timed release. A day's TTL keeps it
-# live for the whole run.
-cat >"$tmp/held.json" <<EOF
-{
-  "v": 1,
-  "kind": "bench-rel",
-  "owner": "$owner",
-  "token": "$token",
-  "heartbeat": "$now",
-  "ttlMinutes": 1440,
-  "payload": null,
-  "acquiredAt": "$now"
-}
-EOF
-
-cat >"$tmp/pair.sh" <<EOF
-out=\$($lease acquire --kind bench-pair --owner $owner --ttl 10) || exit 1
-tok=\${out#*\\"token\\":\\"}
-tok=\${tok%%\\"*}
-exec $lease release --kind bench-pair --owner $owner --token "\$tok"
-EOF
+held_record "$tmp/held.json" $owner $token
+pair_script "$tmp/pair.sh" "$lease" $owner 10
 cat >"$tmp/pairfloor.sh" <<EOF
 out=\$(flock $store/x.lock true) || exit 1
 exec flock $store/x.lock true
@@ -115,15 +81,6 @@ prep_release="cp $tmp/held.json $store/bench-rel.json"
 # Check that each prepared run does what it claims before timing it:
 # acquire must acquire, release must release (a release of a free kind
 # also exits 0, as "not_held", and would time the wrong path).
-expect() { # name expected-code command...
-	name=$1 want=$2
-	shift 2
-	out=$("$@") || die "$name failed: $out"
-	case "$out" in
-	*"\"code\":\"$want\""*) ;;
-	*) die "$name: expected code $want, got: $out" ;;
-	esac
-}
 $prep_acquire
 expect acquire acquired $cmd_acquire
 $prep_release

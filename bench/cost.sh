@@ -36,20 +36,10 @@
 # Usage: bench/cost.sh   (from any directory)
 set -eu
 
-die() { echo "bench/cost.sh: $*" >&2; exit 2; }
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-	cat >&2 <<'EOF'
-bench/cost.sh: hyperfine is not installed. Install it, then re-run:
-  Debian/Ubuntu:  sudo apt-get install hyperfine
-  macOS:          brew install hyperfine
-  any (Rust):     cargo install --locked hyperfine
-EOF
-	exit 2
-fi
-for tool in go flock python3 git; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
-done
+bench=bench/cost.sh
+. "$(dirname "$0")/lib/harness.sh"
+need_hyperfine
+need go flock python3 git
 
 ROUNDS=${ROUNDS:-10}
 RUNS=${RUNS:-50}
@@ -58,22 +48,7 @@ RUNS=${RUNS:-50}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "${BENCH_SRC:-$root}" && pwd)
-parent=${BENCH_STORE_PARENT:-$root/logs}
-mkdir -p "$parent"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lease-cost.XXXXXX")
-store=$(mktemp -d "$parent/bench-cost.XXXXXX")
-cleanup() {
-	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		rm -rf "$store" "$tmp"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# hyperfine -N splits command lines like a shell; keep paths simple.
-case "$tmp$store" in
-*[!A-Za-z0-9/._-]*) die "temporary paths must not contain spaces or quotes: $tmp $store" ;;
-esac
+scratch lease-cost bench-cost
 
 # Built as the README installs them.
 (cd "$src" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/...)
@@ -90,24 +65,14 @@ if [ -n "${BENCH_BASE:-}" ]; then
 fi
 
 # Where and what was measured.
-describe() { # dir
-	if git -C "$1" rev-parse --git-dir >/dev/null 2>&1; then
-		rev=$(git -C "$1" rev-parse --short HEAD)
-		changed=$(git -C "$1" status --porcelain | awk '{print $2}' | tr '\n' ' ')
-		if [ -n "$changed" ]; then rev="$rev plus uncommitted changes to: $changed"; fi
-		echo "$rev"
-	else
-		echo "$1 (not a git checkout)"
-	fi
-}
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $(describe "$src")"
 [ -z "$base" ] || echo "base:    $base (git archive, built the same way)"
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r)"
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1, 5, 15 min) at the start"
+echo "machine: $(cpus)"
+echo "load:    $(loadavg) (1, 5, 15 min) at the start"
 echo "go:      $(go version)"
 echo "tools:   $(hyperfine --version), $(flock --version 2>&1 | head -1)"
-echo "store:   $store ($(df -T "$store" | awk 'NR==2 {print $2 " on " $1}'))"
+echo "store:   $store ($(fstype "$store"))"
 echo "binary:  $(wc -c <"$tmp/bin/lease") bytes, $(file -b "$tmp/bin/lease" | cut -d, -f1-4)"
 
 lease="$tmp/bin/lease --store $store"
@@ -153,47 +118,27 @@ release_args="--store $store release --kind bench-rel --owner $owner --token $to
 # acquire must acquire, release must release (a release of a free kind
 # also exits 0, as "not_held", and would time the wrong path), pool-run
 # must run its command. The same checks hold for every build.
-while IFS='|' read -r name prep cmd; do
-	$prep
-	out=$($cmd 2>&1) || die "$name failed: $out"
-	case "$name" in
-	*acquire) want='"code":"acquired"' ;;
-	*release) want='"code":"released"' ;;
-	*status) want='"state":"free"' ;;
-	*pool) want='"ok":true' ;;
-	*pool-run) want='exit 0' ;;
-	*) want= ;;
+want() { # name: what its output must hold
+	case "$1" in
+	*acquire) echo '"code":"acquired"' ;;
+	*release) echo '"code":"released"' ;;
+	*status) echo '"state":"free"' ;;
+	*pool) echo '"ok":true' ;;
+	*pool-run) echo 'exit 0' ;;
+	*) echo ;;
 	esac
-	case "$out" in
-	*"$want"*) ;;
-	*) die "$name: expected $want, got: $out" ;;
-	esac
-done <"$tmp/commands"
+}
+check_commands "$tmp/commands"
 
-python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" <<'EOF'
-import json, statistics, subprocess, sys
+python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "$bench_lib" <<'EOF'
+import statistics, sys
+sys.path.insert(0, sys.argv[5])
+from rounds import run as run_rounds, pct
 spec, rounds, runs, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-cmds = [line.rstrip("\n").split("|", 2) for line in open(spec) if line.strip()]
-times = {name: [] for name, _, _ in cmds}
-per_round = []
-for r in range(rounds):
-    order = cmds if r % 2 == 0 else cmds[::-1]  # no command always first
-    args = ["hyperfine", "-N", "--warmup", "5", "--runs", str(runs), "--export-json", f"{tmp}/round.json"]
-    for name, prep, cmd in order:
-        args += ["-n", name, "-p", prep, cmd]
-    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:  # its warnings about outliers are noise here
-        sys.exit(f"bench/cost.sh: hyperfine failed:\n{run.stderr}")
-    res = {x["command"]: x["times"] for x in json.load(open(f"{tmp}/round.json"))["results"]}
-    for name in res:
-        times[name] += res[name]
-    per_round.append({k: statistics.median(v) for k, v in res.items()})
+def progress(r, m):
     print(f"round {r + 1}/{rounds}: (acquire + release) / (2 x flock) = "
-          f"{(per_round[-1]['acquire'] + per_round[-1]['release']) / (2 * per_round[-1]['flock']):.2f}", flush=True)
-
-def pct(t, p):
-    t = sorted(t)
-    return t[min(len(t) - 1, int(p * len(t)))]
+          f"{(m['acquire'] + m['release']) / (2 * m['flock']):.2f}", flush=True)
+cmds, times, per_round = run_rounds(spec, rounds, runs, tmp, 5, "bench/cost.sh", progress)
 
 med = {k: statistics.median(v) for k, v in times.items()}
 flock = med["flock"]
@@ -214,7 +159,7 @@ for prefix, label in [("", "this build"), ("base-", "base"), ("cgo-", "cgo build
         print(f"per operation, {label}: (acquire + release) / (2 x flock) = {q:.2f} "
               f"(rounds {lo:.2f} to {hi:.2f}){verdict}")
 EOF
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the end"
+echo "load:    $(loadavg) at the end"
 
 # Nothing may be left behind but the records, the lock file and the
 # fence counters.

@@ -50,20 +50,10 @@
 # Usage: bench/etcd.sh   (from any directory)
 set -eu
 
-die() { echo "bench/etcd.sh: $*" >&2; exit 2; }
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-	cat >&2 <<'EOF'
-bench/etcd.sh: hyperfine is not installed. Install it, then re-run:
-  Debian/Ubuntu:  sudo apt-get install hyperfine
-  macOS:          brew install hyperfine
-  any (Rust):     cargo install --locked hyperfine
-EOF
-	exit 2
-fi
-for tool in go flock python3 git; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
-done
+bench=bench/etcd.sh
+. "$(dirname "$0")/lib/harness.sh"
+need_hyperfine
+need go flock python3 git
 ETCD=${ETCD:-/usr/bin/etcd}
 ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
 [ -x "$ETCD" ] || die "no etcd at $ETCD (Debian/Ubuntu: apt-get install etcd-server; or set ETCD)"
@@ -99,21 +89,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # hyperfine -N splits command lines like a shell; keep paths simple.
-case "$tmp$store$data$ETCDCTL" in
-*[!A-Za-z0-9/._-]*) die "paths must not contain spaces or quotes: $tmp $store $data $ETCDCTL" ;;
-esac
+plain_paths "$tmp" "$store" "$data" "$ETCDCTL"
 
-# What is built, and how to say so.
-describe() { # dir
-	if git -C "$1" rev-parse --git-dir >/dev/null 2>&1; then
-		rev=$(git -C "$1" rev-parse --short HEAD)
-		changed=$(git -C "$1" status --porcelain | awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
-		if [ -n "$changed" ]; then rev="$rev plus uncommitted changes to: $changed"; fi
-		echo "$rev"
-	else
-		echo "$1 (not a git checkout)"
-	fi
-}
 if [ -n "${BENCH_REV:-}" ]; then
 	rev=$(git -C "$root" rev-parse --short "$BENCH_REV") || die "no commit $BENCH_REV"
 	src=$tmp/src
@@ -160,13 +137,13 @@ S=etcd://$endpoint/bench
 
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $code"
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r)"
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1, 5, 15 min) at the start"
+echo "machine: $(cpus)"
+echo "load:    $(loadavg) (1, 5, 15 min) at the start"
 echo "go:      $(go version)"
 echo "etcd:    $("$ETCD" --version | head -1), $("$ETCDCTL" version | head -1), single member, default flags, on $endpoint"
-echo "         data in $data ($(df -T "$data" | awk 'NR==2 {print $2 " on " $1}'))"
+echo "         data in $data ($(fstype "$data"))"
 echo "tools:   $(hyperfine --version), $(flock --version 2>&1 | head -1)"
-echo "store:   $S, and a directory store $store ($(df -T "$store" | awk 'NR==2 {print $2 " on " $1}'))"
+echo "store:   $S, and a directory store $store ($(fstype "$store"))"
 echo "binary:  lease $(wc -c <"$tmp/bin/lease") bytes, durable-lease-etcd $(wc -c <"$tmp/bin/durable-lease-etcd") bytes, $(file -b "$tmp/bin/durable-lease-etcd" | cut -d, -f1-4)"
 echo
 
@@ -207,21 +184,16 @@ cp "$store/bench-rel.json" "$tmp/held.json"
 # also exits 0, as "not_held", and would time the wrong path), pool-run
 # must run its command and give the lease back, etcdctl must leave no lock
 # key behind.
-while IFS='|' read -r name prep cmd; do
-	$prep
-	out=$($cmd 2>&1) || die "$name failed: $out"
-	case "$name" in
-	*acquire) want='"code":"acquired"' ;;
-	*release) want='"code":"released"' ;;
-	*status) want='"state":"free"' ;;
-	*pool-run) want='exit 0' ;;
-	*) want= ;;
+want() { # name: what its output must hold
+	case "$1" in
+	*acquire) echo '"code":"acquired"' ;;
+	*release) echo '"code":"released"' ;;
+	*status) echo '"state":"free"' ;;
+	*pool-run) echo 'exit 0' ;;
+	*) echo ;;
 	esac
-	case "$out" in
-	*"$want"*) ;;
-	*) die "$name: expected $want, got: $out" ;;
-	esac
-done <"$tmp/commands"
+}
+check_commands "$tmp/commands"
 for s in "$S" "$store"; do
 	out=$($lease --store "$s" status --kind bench-run)
 	case "$out" in *'"state":"free"'*) ;; *) die "pool-run left bench-run held on $s: $out" ;; esac
@@ -229,31 +201,16 @@ done
 left=$("$ETCDCTL" --endpoints="$endpoint" get --prefix bench-lock --keys-only)
 [ -z "$left" ] || die "etcdctl lock left keys behind: $left"
 
-python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" <<'EOF'
-import json, statistics, subprocess, sys
+python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "$bench_lib" <<'EOF'
+import statistics, sys
+sys.path.insert(0, sys.argv[5])
+from rounds import run as run_rounds, pct
 spec, rounds, runs, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-cmds = [line.rstrip("\n").split("|", 2) for line in open(spec) if line.strip()]
-times = {name: [] for name, _, _ in cmds}
-per_round = []
 def per_op(m, prefix):
     return (m[prefix + "acquire"] + m[prefix + "release"]) / m["etcdctl-lock"]
-for r in range(rounds):
-    order = cmds if r % 2 == 0 else cmds[::-1]  # no command always first
-    args = ["hyperfine", "-N", "--warmup", "3", "--runs", str(runs), "--export-json", f"{tmp}/round.json"]
-    for name, prep, cmd in order:
-        args += ["-n", name, "-p", prep, cmd]
-    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:  # its warnings about outliers are noise here
-        sys.exit(f"bench/etcd.sh: hyperfine failed:\n{run.stderr}")
-    res = {x["command"]: x["times"] for x in json.load(open(f"{tmp}/round.json"))["results"]}
-    for name in res:
-        times[name] += res[name]
-    per_round.append({k: statistics.median(v) for k, v in res.items()})
-    print(f"round {r + 1}/{rounds}: etcd (acquire + release) / etcdctl lock = {per_op(per_round[-1], 'etcd-'):.2f}", flush=True)
-
-def pct(t, p):
-    t = sorted(t)
-    return t[min(len(t) - 1, int(p * len(t)))]
+def progress(r, m):
+    print(f"round {r + 1}/{rounds}: etcd (acquire + release) / etcdctl lock = {per_op(m, 'etcd-'):.2f}", flush=True)
+cmds, times, per_round = run_rounds(spec, rounds, runs, tmp, 3, "bench/etcd.sh", progress)
 
 med = {k: statistics.median(v) for k, v in times.items()}
 ref = med["etcdctl-lock"]
@@ -281,12 +238,12 @@ for label, f in rows:
     print(f"| {label} | **{q:.2f}x** | {lo:.2f}-{hi:.2f}x |")
 EOF
 echo
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) after part 1"
+echo "load:    $(loadavg) after part 1"
 echo
 "$helper" handoff -store "$S" -endpoints "$endpoint" -bin "$tmp/bin" -etcdctl "$ETCDCTL" -rounds "$HANDOFFS" 2>"$tmp/handoff.log" ||
 	{ cat "$tmp/handoff.log" >&2; die "the hand-off helper failed"; }
 echo
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the end"
+echo "load:    $(loadavg) at the end"
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ) at the end"
 
 # Nothing may be left behind in the directory store but the records, the

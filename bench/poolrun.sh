@@ -51,20 +51,10 @@
 # Usage: bench/poolrun.sh   (from any directory)
 set -eu
 
-die() { echo "bench/poolrun.sh: $*" >&2; exit 2; }
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-	cat >&2 <<'EOF'
-bench/poolrun.sh: hyperfine is not installed. Install it, then re-run:
-  Debian/Ubuntu:  sudo apt-get install hyperfine
-  macOS:          brew install hyperfine
-  any (Rust):     cargo install --locked hyperfine
-EOF
-	exit 2
-fi
-for tool in go python3 head tr wc; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
-done
+bench=bench/poolrun.sh
+. "$(dirname "$0")/lib/harness.sh"
+need_hyperfine
+need go python3 head tr wc
 
 RUNS=${RUNS:-300}
 WARMUP=${WARMUP:-30}
@@ -100,9 +90,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # hyperfine -N splits command lines like a shell; keep paths simple.
-case "$tmp$store" in
-*[!A-Za-z0-9/._-]*) die "temporary paths must not contain spaces or quotes: $tmp $store" ;;
-esac
+plain_paths "$tmp" "$store"
 
 # Built as the README installs them: CGO_ENABLED=0 gives static binaries
 # that skip the dynamic loader and libc start-up.
@@ -131,10 +119,10 @@ if [ -n "$dirty" ]; then
 	[ "$ndirty" -le 5 ] || more=" ..."
 	rev="$rev + uncommitted changes ($ndirty paths: $(echo "$dirty" | head -5 | tr '\n' ' ' | sed 's/ $//')$more)"
 fi
-load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+load=$(loadavg || echo unknown)
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $rev"
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r), load $load"
+echo "machine: $(cpus), load $load"
 echo "go:      $(go version)"
 [ -z "$base" ] || echo "base:    pool-run-base is commit $base"
 echo "tools:   $(hyperfine --version), $(script --version 2>/dev/null || echo 'no script')"
@@ -151,15 +139,6 @@ lease="$tmp/bin/lease --store $store"
 poolrun="$tmp/bin/pool-run --store $store --owner bench --ttl 1"
 owner=bench
 
-expect() { # name expected-code command...
-	name=$1 want=$2
-	shift 2
-	out=$("$@") || die "$name failed: $out"
-	case "$out" in
-	*"\"code\":\"$want\""*) ;;
-	*) die "$name: expected code $want, got: $out" ;;
-	esac
-}
 clean_store() { # nothing may be left behind but the named records
 	leftovers=$(find "$store" -mindepth 1 -name '.*' | head -5)
 	[ -z "$leftovers" ] || die "guard or temporary files left in the store: $leftovers"
@@ -170,27 +149,8 @@ summaries=""
 
 if part overhead; then
 	token=0123456789abcdef0123456789abcdef # fixed: the timed release command line is constant
-	now=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
-	# A live record for kind bench-rel, in the on-disk format
-	# (lease/record.go), copied into the store before every timed release.
-	cat >"$tmp/held.json" <<EOF
-{
-  "v": 1,
-  "kind": "bench-rel",
-  "owner": "$owner",
-  "token": "$token",
-  "heartbeat": "$now",
-  "ttlMinutes": 1440,
-  "payload": null,
-  "acquiredAt": "$now"
-}
-EOF
-	cat >"$tmp/pair.sh" <<EOF
-out=\$($lease acquire --kind bench-pair --owner $owner --ttl 1) || exit 1
-tok=\${out#*\\"token\\":\\"}
-tok=\${tok%%\\"*}
-exec $lease release --kind bench-pair --owner $owner --token "\$tok"
-EOF
+	held_record "$tmp/held.json" $owner $token
+	pair_script "$tmp/pair.sh" "$lease" $owner 1
 	cmd_acquire="$lease acquire --kind bench-acq --owner $owner --ttl 1"
 	cmd_release="$lease release --kind bench-rel --owner $owner --token $token"
 	cmd_poolrun="$poolrun --kind bench-run -- true"

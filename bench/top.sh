@@ -32,20 +32,10 @@
 # Usage: bench/top.sh   (from any directory)
 set -eu
 
-die() { echo "bench/top.sh: $*" >&2; exit 2; }
-
-if ! command -v hyperfine >/dev/null 2>&1; then
-	cat >&2 <<'EOF'
-bench/top.sh: hyperfine is not installed. Install it, then re-run:
-  Debian/Ubuntu:  sudo apt-get install hyperfine
-  macOS:          brew install hyperfine
-  any (Rust):     cargo install --locked hyperfine
-EOF
-	exit 2
-fi
-for tool in go python3 git; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed"
-done
+bench=bench/top.sh
+. "$(dirname "$0")/lib/harness.sh"
+need_hyperfine
+need go python3 git
 
 ROUNDS=${ROUNDS:-10}
 RUNS=${RUNS:-50}
@@ -63,22 +53,7 @@ if [ -n "${BENCH_ALSO:-}" ]; then
 	'' | *[!A-Za-z0-9_]*) die "BENCH_ALSO must be NAME=DIR with a plain name (got $BENCH_ALSO)" ;;
 	esac
 fi
-parent=${BENCH_STORE_PARENT:-$root/logs}
-mkdir -p "$parent"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/pool-top-bench.XXXXXX")
-store=$(mktemp -d "$parent/bench-top.XXXXXX")
-cleanup() {
-	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		rm -rf "$store" "$tmp"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# hyperfine -N splits command lines like a shell; keep paths simple.
-case "$tmp$store" in
-*[!A-Za-z0-9/._-]*) die "temporary paths must not contain spaces or quotes: $tmp $store" ;;
-esac
+scratch pool-top-bench bench-top
 
 # Built as the README installs them.
 mkdir "$tmp/base-src"
@@ -95,25 +70,15 @@ if go version -m "$tmp/code/pool" | grep -q 'charmbracelet'; then
 fi
 
 # Where and what was measured.
-describe() { # dir
-	if git -C "$1" rev-parse --git-dir >/dev/null 2>&1; then
-		rev=$(git -C "$1" rev-parse --short HEAD)
-		changed=$(git -C "$1" status --porcelain | awk '{print $2}' | tr '\n' ' ')
-		if [ -n "$changed" ]; then rev="$rev plus uncommitted changes to: $changed"; fi
-		echo "$rev"
-	else
-		echo "$1 (not a git checkout)"
-	fi
-}
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "base:    $base (git archive, built the same way)"
 echo "code:    $(describe "$src")"
 [ -z "$also_name" ] || echo "$also_name:    $(describe "$also_src")"
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), kernel $(uname -r)"
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1, 5, 15 min) at the start"
+echo "machine: $(cpus)"
+echo "load:    $(loadavg) (1, 5, 15 min) at the start"
 echo "go:      $(go version)"
 echo "tools:   $(hyperfine --version)"
-echo "store:   $store ($(df -T "$store" | awk 'NR==2 {print $2 " on " $1}'))"
+echo "store:   $store ($(fstype "$store"))"
 echo "binary:  pool $(wc -c <"$tmp/base/pool") bytes (base), $(wc -c <"$tmp/code/pool") bytes (code); durable-lease-top $(wc -c <"$tmp/code/durable-lease-top") bytes"
 
 echo '{"name": "bench", "slots": [{"id": 1}], "provision": "true"}' >"$tmp/pool.json"
@@ -132,44 +97,24 @@ prep_acquire="$tmp/base/pool $args release --slot 1 --force --owner bench"
 } >"$tmp/commands"
 
 # Check that each prepared run does what it claims before timing it.
-while IFS='|' read -r name prep cmd; do
-	$prep_acquire >/dev/null
-	out=$($cmd 2>&1) || die "$name failed: $out"
-	case "$name" in
-	*status) want='"state":"free"' ;;
-	*acquire) want='"token":' ;;
+want() { # name: what its output must hold
+	case "$1" in
+	*status) echo '"state":"free"' ;;
+	*acquire) echo '"token":' ;;
 	esac
-	case "$out" in
-	*"$want"*) ;;
-	*) die "$name: expected $want, got: $out" ;;
-	esac
-done <"$tmp/commands"
+}
+check_commands "$tmp/commands" "$prep_acquire"
 $prep_acquire >/dev/null
 
-python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "${also_name:-}" <<'EOF'
-import json, statistics, subprocess, sys
+python3 - "$tmp/commands" "$ROUNDS" "$RUNS" "$tmp" "${also_name:-}" "$bench_lib" <<'EOF'
+import statistics, sys
+sys.path.insert(0, sys.argv[6])
+from rounds import run as run_rounds, pct
 spec, rounds, runs, tmp, also = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-cmds = [line.rstrip("\n").split("|", 2) for line in open(spec) if line.strip()]
-times = {name: [] for name, _, _ in cmds}
-per_round = []
-for r in range(rounds):
-    order = cmds if r % 2 == 0 else cmds[::-1]  # no command always first
-    args = ["hyperfine", "-N", "--warmup", "5", "--runs", str(runs), "--export-json", f"{tmp}/round.json"]
-    for name, prep, cmd in order:
-        args += ["-n", name, "-p", prep, cmd]
-    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:  # its warnings about outliers are noise here
-        sys.exit(f"bench/top.sh: hyperfine failed:\n{run.stderr}")
-    res = {x["command"]: x["times"] for x in json.load(open(f"{tmp}/round.json"))["results"]}
-    for name in res:
-        times[name] += res[name]
-    per_round.append({k: statistics.median(v) for k, v in res.items()})
-    print(f"round {r + 1}/{rounds}: code/base status {per_round[-1]['code-status'] / per_round[-1]['base-status']:.3f}, "
-          f"acquire {per_round[-1]['code-acquire'] / per_round[-1]['base-acquire']:.3f}", flush=True)
-
-def pct(t, p):
-    t = sorted(t)
-    return t[min(len(t) - 1, int(p * len(t)))]
+def progress(r, m):
+    print(f"round {r + 1}/{rounds}: code/base status {m['code-status'] / m['base-status']:.3f}, "
+          f"acquire {m['code-acquire'] / m['base-acquire']:.3f}", flush=True)
+cmds, times, per_round = run_rounds(spec, rounds, runs, tmp, 5, "bench/top.sh", progress)
 
 med = {k: statistics.median(v) for k, v in times.items()}
 print()
@@ -185,4 +130,4 @@ for v in ["code"] + ([also] if also else []):
         verdict = "met" if q <= 1.05 else "MISSED"
         print(f"{v} / base, {op}: {q:.3f} (rounds {min(qs):.3f} to {max(qs):.3f})  (target <= 1.05: {verdict})")
 EOF
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the end"
+echo "load:    $(loadavg) at the end"

@@ -17,6 +17,7 @@ func TestLeaderStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member cluster")
 	}
+	t.Parallel()
 	c := etcdtest.StartCluster(t, 3)
 	holder := open(t, c, etcdstore.Options{})
 	other := open(t, c, etcdstore.Options{})

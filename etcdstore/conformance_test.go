@@ -19,6 +19,7 @@ import (
 // etcd: the same assertions the directory store passes, with expiry
 // decided by the cluster (so Lapse waits for it in real time).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	var n atomic.Int64
 	ttl := etcdtest.MinLeaseTTL

@@ -15,6 +15,7 @@ import (
 // hold with the cluster deciding liveness, and a waiter is woken by the
 // watch when the holder releases.
 func TestStoreOnEtcd(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	s, err := lease.New(b)

@@ -28,6 +28,7 @@ func quiet(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
 // the order they lined up; a place that is deleted (as the cluster does
 // when its waiter's etcd lease lapses) passes the turn on.
 func TestLineTurns(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,6 +109,7 @@ func TestLineTurns(t *testing.T) {
 // is woken when it enters the front (the first slots+FrontMargin entries),
 // and when it could be granted.
 func TestWatchEntryWakesTheFrontOnly(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	file := t.TempDir() + "/pool.json"

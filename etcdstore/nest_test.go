@@ -50,6 +50,7 @@ func names(msg, p string) bool {
 // or around one, is refused, whichever opens first; siblings whose names
 // share a beginning are not nested, and a store opens again and again.
 func TestNestedStoresRefused(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	for _, tt := range []struct{ first, second string }{
 		{"nest1", "nest1/journal/0"},
@@ -83,6 +84,7 @@ func TestNestedStoresRefused(t *testing.T) {
 // segments (trailing or doubled slashes) and ignoring case; a store's keys
 // stay where its prefix, as given, puts them.
 func TestNestedStoresNormalised(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b, err := openPrefix(t, c, "Norm/Leases")
 	if err != nil {
@@ -123,6 +125,7 @@ func TestNestedStoresNormalised(t *testing.T) {
 // free. Whichever opens first, the other must be refused, or the lease
 // must survive the pruning.
 func TestNestedPruneKeepsLease(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	for _, childFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("child first %v", childFirst), func(t *testing.T) {
@@ -192,6 +195,7 @@ func TestNestedPruneKeepsLease(t *testing.T) {
 // TestNestedOpenRace: stores that nest, opened at once on a fresh
 // cluster, never all succeed: at most one of them opens.
 func TestNestedOpenRace(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	for round := range 20 {
 		prefixes := []string{
@@ -230,6 +234,7 @@ func TestNestedOpenRace(t *testing.T) {
 // contain every other store), nor has a prefix that ParseURL would not
 // make, whose keys would not be where the URL says.
 func TestRootPrefixRefused(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	for _, url := range []string{c.URL(""), c.URL("/"), c.URL("//")} {
 		if _, err := etcdstore.Open(context.Background(), url, etcdstore.Options{}); !errors.Is(err, lease.ErrInvalid) {
@@ -253,6 +258,7 @@ func TestRootPrefixRefused(t *testing.T) {
 // refuse it without repeating it; a query's keys are shown, its values
 // not.
 func TestURLSecretsNeverShown(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t"
 	for _, tt := range []struct{ url, shown string }{
 		{"etcd://user:pw-s3cr3t@h:2379/x", "etcd://…@h:2379/x"},

@@ -22,6 +22,7 @@ const slack = 1500 * time.Millisecond
 // within the documented bound, never a hang: a closed port, a listener
 // that never speaks, and a cluster gone after Open.
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	closed := freeAddr(t)
 	silent := silentListener(t)
 	for _, tt := range []struct{ name, addr string }{
@@ -95,6 +96,7 @@ func TestUnreachable(t *testing.T) {
 // TestAuth: a user restricted to the store's prefix can use it; a wrong
 // password is refused without being shown.
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	ctx := context.Background()
 	raw := c.Client()
@@ -119,7 +121,9 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	url := c.URL(testPrefix(t))
-	opts := etcdstore.Options{DialTimeout: 2 * time.Second}
+	// The bound is a safety net: each Open below is answered (or refused)
+	// by the cluster, and bcrypt under -race on a busy host takes seconds.
+	opts := etcdstore.Options{DialTimeout: 30 * time.Second}
 
 	_, err := etcdstore.Open(ctx, url, opts)
 	if err == nil {
@@ -167,6 +171,7 @@ func TestAuth(t *testing.T) {
 
 // TestOptionsFromEnv maps the LEASE_ETCD_* variables.
 func TestOptionsFromEnv(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"LEASE_ETCD_CACERT": "ca.pem", "LEASE_ETCD_CERT": "c.pem", "LEASE_ETCD_KEY": "k.pem",
 		"LEASE_ETCD_USER": "u", "LEASE_ETCD_PASSWORD": "p",
@@ -219,6 +224,7 @@ func silentListener(t *testing.T) string {
 // TestTLS: a cluster that requires client certificates is used with the
 // TLS options, and refused without them.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.StartTLS(t)
 	ctx := context.Background()
 	url := c.URL(testPrefix(t))

@@ -22,6 +22,7 @@ import (
 // the holder is reconnected, its heartbeat and its release fail with the
 // fencing error, ErrNotOwner.
 func TestHolderCutOff(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
 	ctx := context.Background()
@@ -146,6 +147,7 @@ func TestHolderCutOff(t *testing.T) {
 // new ones alike, none closed), forwards new connections after Restore
 // (closing the silenced ones), and Drop resets what is open.
 func TestProxy(t *testing.T) {
+	t.Parallel()
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // (pool/pooltest) on etcd, in real time: queue entries and slot leases
 // expire on the cluster.
 func TestPoolConformance(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	var n atomic.Int64
 	open := func(t *testing.T, url string) *lease.Store {
@@ -51,6 +52,7 @@ func TestPoolConformance(t *testing.T) {
 // first in the queue forever; it is not an entry, and the next change of
 // the queue deletes it.
 func TestLeaselessQueueKeyIsNoEntry(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	url := c.URL("ghost")
 	b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"strconv"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRole) == "acquire" {
 		os.Exit(racer())
 	}
-	os.Exit(m.Run())
+	testrun.Main(m)
 }
 
 // racer is one racing process: open, wait for the common start instant,
@@ -66,6 +67,7 @@ func racer() int {
 // connection, get exactly one winner per round, and the winners' fences
 // grow round after round.
 func TestRacingGoroutines(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	const racers, rounds = 12, 4
 	bs := make([]*etcdstore.Backend, racers)
@@ -126,6 +128,7 @@ func TestRacingProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	c := etcdtest.Start(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -176,6 +179,7 @@ func TestRacingProcesses(t *testing.T) {
 // to the kind in between (a release, an expiry and a takeover, writes to
 // other kinds), and a renewal keeps the holder's.
 func TestFencesAcrossHolders(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a, b2 := open(t, c, etcdstore.Options{}), open(t, c, etcdstore.Options{})
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // registers nothing and says what to do; a store registered before it had
 // a registration (an earlier version's) registers on its next open.
 func TestRegistry(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	ctx := context.Background()
 	raw := c.Client()
@@ -103,6 +104,7 @@ func TestRegistry(t *testing.T) {
 // registry and to write its own registration is checked, and refused a
 // nested store.
 func TestRegistryUnderAuth(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	ctx := context.Background()
 	raw := c.Client()

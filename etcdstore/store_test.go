@@ -18,6 +18,7 @@ import (
 // TestLifecycle walks one lease through acquire, renew and release and
 // checks the keys of docs/PROTOCOL.md §8 at each step.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	ctx := context.Background()
@@ -107,6 +108,7 @@ func TestLifecycle(t *testing.T) {
 // TestTTLRounding: a TTL below the cluster's minimum (and a fraction of a
 // second) is raised to the TTL the cluster grants, and the record says so.
 func TestTTLRounding(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	ctx := context.Background()
@@ -137,6 +139,7 @@ func TestTTLRounding(t *testing.T) {
 // lease, the record stays visible as expired, a renewal fails with
 // ErrExpired even when the callback insists, and nothing revives it.
 func TestRenewAfterExpiryFails(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c, etcdstore.Options{})
 	ctx := context.Background()

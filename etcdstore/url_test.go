@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, url string
 		eps       []string
@@ -92,6 +93,7 @@ func FuzzParseURL(f *testing.F) {
 // TestExpiryMargin: a quarter of the TTL, at least a second, and never
 // more than half the TTL (a one-second lease is not lost on arrival).
 func TestExpiryMargin(t *testing.T) {
+	t.Parallel()
 	var b etcdstore.Backend
 	for _, tt := range []struct{ ttl, want time.Duration }{
 		{time.Second, 500 * time.Millisecond},

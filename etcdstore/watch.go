@@ -41,8 +41,8 @@ func signal(ch chan struct{}) {
 
 // follow watches the keys under prefix (deletions only when deletesOnly)
 // until ctx ends, calling on with each batch of events, and with nil
-// after the watch had to be re-established (events may have been missed
-// meanwhile). It returns once the cluster has confirmed the watch, so a
+// once the watch had to be re-established and is again confirmed (events
+// may have been missed meanwhile; none after that call is). It returns once the cluster has confirmed the watch, so a
 // change after it returns is never missed, or an error when the cluster
 // does not confirm it within the request bound.
 func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly bool, on func([]*clientv3.Event)) error {
@@ -74,9 +74,8 @@ func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly b
 			}
 			// The watch ended without ctx (compaction, leader loss, a
 			// cancel by the server): something may have been missed.
-			on(nil)
 			// Resume after the last revision seen, unless it was compacted
-			// away: then from now on (the on(nil) above stands for what was
+			// away: then from now on (the on(nil) below stands for what was
 			// missed). A watch that ends at once again and again is not
 			// re-opened in a tight loop.
 			from := last + 1
@@ -96,6 +95,10 @@ func (b *Backend) follow(ctx context.Context, what, prefix string, deletesOnly b
 				}
 				from = 0 // perhaps compacted past it: watch from now on
 			}
+			// Told only now that the new watch is confirmed: a caller that
+			// looks again on being told, then waits for an event, misses
+			// no change made after its look.
+			on(nil)
 		}
 	}()
 	return nil

@@ -12,6 +12,7 @@ import (
 // TestWatch: a release wakes a watcher of the kind, at once; renewals and
 // other kinds do not.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	holder, waiter := open(t, c, etcdstore.Options{}), open(t, c, etcdstore.Options{})
 	ctx, cancel := context.WithCancel(context.Background())

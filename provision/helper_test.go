@@ -3,6 +3,7 @@ package provision
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" && len(os.Args) > 1 {
 		os.Exit(helperMain(os.Args[1], os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	testrun.Main(m)
 }
 
 // helperMain runs the helper program mode with args and returns its exit

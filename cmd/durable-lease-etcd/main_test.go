@@ -9,23 +9,53 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/testrun"
 
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 )
 
-// build compiles the named commands into dir.
-func build(t *testing.T, dir string, cmds ...string) {
+func TestMain(m *testing.M) {
+	code := testrun.Run(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string // the executables, once built
+	buildErr  error
+)
+
+// installed returns the directory of the executables the tests run, all
+// of them, built once per test binary as the README installs them.
+func installed(t *testing.T) string {
 	t.Helper()
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
-	for _, c := range cmds {
-		args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dl-etcd-cli-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		args := []string{"build", "-o", dir + string(os.PathSeparator)}
+		for _, c := range []string{"lease", "pool", "pool-run", "durable-lease-etcd"} {
+			args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
+		}
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binDir = dir
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	out, err := exec.Command("go", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	return binDir
 }
 
 type result struct {
@@ -51,10 +81,10 @@ func run(t *testing.T, env []string, bin string, args ...string) result {
 // pools and pool-run --pool keep their state on the cluster too.
 func TestCLIsHandEtcdStoresOff(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "lease", "pool", "pool-run", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	url := c.URL("handoff")
 	lease := filepath.Join(bin, "lease")
@@ -146,10 +176,10 @@ func TestCLIsHandEtcdStoresOff(t *testing.T) {
 // nobody is left in the queue.
 func TestPoolLastSlotRace(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "pool", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + c.URL("race")}
 	poolFile := filepath.Join(t.TempDir(), "pool.json")
@@ -192,10 +222,17 @@ func TestPoolLastSlotRace(t *testing.T) {
 // durable-lease-etcd beside it (a fake one here, that would leave a mark).
 func TestLeaseReadsItsOwnCommandLines(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs")
+		testrun.Skip(t, "-short (builds the CLIs)")
 	}
+	t.Parallel()
 	bin := t.TempDir()
-	build(t, bin, "lease")
+	data, err := os.ReadFile(filepath.Join(installed(t), "lease"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "lease"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := os.WriteFile(filepath.Join(bin, "durable-lease-etcd"), []byte("#!/bin/sh\ntouch "+marker+"\nexit 9\n"), 0o755); err != nil {
 		t.Fatal(err)

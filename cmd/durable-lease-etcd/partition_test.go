@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +25,10 @@ import (
 // own takes the lease over; the work's process group is gone by then.
 func TestPoolRunCutOff(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "lease", "pool-run", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
 	const kind = "deploy"

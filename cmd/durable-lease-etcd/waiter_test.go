@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,10 +20,10 @@ import (
 // is given back.
 func TestPoolRequestGrantedByItsWaiter(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the CLIs and starts etcd")
+		testrun.Skip(t, "-short (builds the CLIs and starts etcd)")
 	}
-	bin := t.TempDir()
-	build(t, bin, "pool", "durable-lease-etcd")
+	t.Parallel()
+	bin := installed(t)
 	c := etcdtest.Start(t)
 	env := []string{"PATH=/usr/bin:/bin", "LEASE_STORE=" + c.URL("waiter"), "POOL_POLL_MS=100",
 		// No waiter outlives the test for long, whatever happens.

@@ -24,6 +24,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/leasecli"
 	"github.com/durable-lease/durable-lease/internal/poolcli"
 	"github.com/durable-lease/durable-lease/internal/poolruncli"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -90,6 +91,9 @@ func Params(dir string) testscript.Params {
 					}
 				}
 			}
+			// The CLIs are this test binary: under -race each of its
+			// exits would otherwise pause a second.
+			env.Vars = append(env.Vars, testrun.RaceEnv())
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/durable-lease/durable-lease/internal/testrun"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, Commands)
+	testscript.Main(testrun.Wrap(m, testrun.Parallel(8)), Commands)
 }
 
 // TestScripts runs every script on the directory store. The same scripts

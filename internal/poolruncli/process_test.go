@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -35,14 +37,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(Process())
 	}
-	// pool-run and its guardian are this test binary: built with -race,
-	// each would sleep a second at its exit (GORACE atexit_sleep_ms,
-	// there to let a late race report be written; 50 ms still does), and
-	// the tests wait for them. A GORACE of the caller's is kept.
-	if _, set := os.LookupEnv("GORACE"); !set {
-		_ = os.Setenv("GORACE", "atexit_sleep_ms=50")
+	// pool-run leaves a signal ignored by whoever started it ignored (as
+	// nohup asks); the tests start it as a terminal's shell would, with
+	// SIGHUP at its default, even when this run was started under nohup.
+	// Once this process catches SIGHUP, a child it starts gets the default.
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
-	os.Exit(m.Run())
+	// pool-run and its guardian are this test binary; testrun starts them
+	// without the race detector's second of sleep at exit.
+	testrun.Main(m, testrun.Parallel(8))
 }
 
 // rig is one test's store and working directory.

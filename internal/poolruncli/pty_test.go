@@ -5,6 +5,7 @@ package poolruncli
 import (
 	"bytes"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ func newTerminal(t *testing.T, rows, cols uint16) *terminal {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
+		testrun.Missing(t, "no pseudo-terminal here: %v", err)
 	}
 	t.Cleanup(func() { ptmx.Close(); tty.Close() })
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {

@@ -4,6 +4,7 @@ package poolruncli
 
 import (
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"strconv"
@@ -33,10 +34,7 @@ func needed(t *testing.T, prog, why string) string {
 	if err == nil {
 		return p
 	}
-	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-		t.Fatalf("%s is not installed (CI=%s): %s", prog, ci, why)
-	}
-	t.Skipf("%s is not installed: %s (with CI=true this fails instead)", prog, why)
+	testrun.Missing(t, "%s is not installed: %s", prog, why)
 	return ""
 }
 

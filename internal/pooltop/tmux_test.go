@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,10 +29,7 @@ func requireTmux(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("tmux")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tmux is not installed, and CI must run the live view under a real terminal: .ci/install.sh installs it")
-		}
-		t.Skip("tmux is not installed: the tests of pool top under a real terminal need it (apt-get install tmux)")
+		testrun.Missing(t, "tmux is not installed: the tests of pool top under a real terminal need it (apt-get install tmux; .ci/install.sh installs it)")
 	}
 	return path
 }
@@ -64,7 +62,7 @@ func clis(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testrun.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -333,7 +331,7 @@ func TestTopWithoutTheHelper(t *testing.T) {
 // store itself, and so does durable-lease-etcd: no loop between them.
 func TestTopOnEtcd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts etcd")
+		testrun.Skip(t, "-short (starts etcd)")
 	}
 	requireTmux(t)
 	url := startEtcd(t)

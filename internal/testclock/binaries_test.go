@@ -3,6 +3,7 @@ package testclock
 import (
 	"encoding/json"
 	"errors"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +31,7 @@ func build(t *testing.T, tags string) string {
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no go tool on PATH: %v", err)
-		}
-		t.Skipf("no go tool on PATH to build the commands: %v", err)
+		testrun.Missing(t, "no go tool on PATH to build the commands: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "dl-testclock-")
 	if err != nil {
@@ -53,7 +51,7 @@ func build(t *testing.T, tags string) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testrun.Run(m)
 	for _, dir := range built {
 		os.RemoveAll(dir)
 	}
@@ -132,7 +130,7 @@ func stampsOf(t *testing.T, dir string) map[string]string {
 // everywhere, lease and pool alike, and says so in --version.
 func TestOnlyATestBuildHonoursTheClock(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the commands twice")
+		testrun.Skip(t, "-short (builds the commands twice)")
 	}
 	release, test := build(t, ""), build(t, "dltestclock")
 
@@ -189,7 +187,7 @@ func plantGuard(t *testing.T, store string, mtime time.Time) string {
 // clock in the future does not make a fresh one look abandoned.
 func TestGuardAgeIsJudgedByTheWallClock(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the commands")
+		testrun.Skip(t, "-short (builds the commands)")
 	}
 	lease := filepath.Join(build(t, "dltestclock"), "lease")
 	acquire := func(store string) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,7 +17,7 @@ import (
 // TestMain turns the test binary into a client when DL_TORTURE_ROLE is set.
 func TestMain(m *testing.M) {
 	RunClientFromEnv()
-	os.Exit(m.Run())
+	testrun.Main(m)
 }
 
 func seed(t *testing.T) uint64 {
@@ -67,14 +68,17 @@ func runProfile(t *testing.T, pr Profile) *Report {
 // TestTortureShort is the profile .ci/run runs (through go test ./...).
 func TestTortureShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		testrun.Skip(t, "-short")
 	}
 	s := seed(t)
+	// The two profiles run side by side, each on its own store.
 	t.Run("lease", func(t *testing.T) {
+		t.Parallel()
 		runProfile(t, Profile{Mode: "lease", Lanes: 8, OpsPerLane: 300, Segment: 30, TTLMinutes: 0.01,
 			KillRate: 0.1, Seed: s, MaxGap: 10 * time.Second, StrictGuard: true})
 	})
 	t.Run("pool", func(t *testing.T) {
+		t.Parallel()
 		runProfile(t, Profile{Mode: "pool", Lanes: 8, OpsPerLane: 120, Segment: 20, Slots: 2, TTLMinutes: 0.01,
 			KillRate: 0.1, Seed: s + 1, MaxGap: 10 * time.Second, StrictGuard: true})
 	})
@@ -84,7 +88,7 @@ func TestTortureShort(t *testing.T) {
 // TORTURE_OPS and TORTURE_SEGMENT scale it.
 func TestTortureLong(t *testing.T) {
 	if os.Getenv("TORTURE") != "long" {
-		t.Skip("set TORTURE=long to run the long torture profile")
+		testrun.Skip(t, "the long torture profile: set TORTURE=long")
 	}
 	env := func(name string, def int) int {
 		if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -122,7 +126,7 @@ func TestTortureLong(t *testing.T) {
 func TestRecheck(t *testing.T) {
 	dir := os.Getenv("TORTURE_RECHECK")
 	if dir == "" {
-		t.Skip("set TORTURE_RECHECK to a kept run's directory")
+		testrun.Skip(t, "a replay of a kept run: set TORTURE_RECHECK to its directory")
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
 	if err != nil {

@@ -12,8 +12,12 @@
 #   DL_NODE_STORE_TMP=DIR run.sh     the suite's temporary stores under DIR
 #                                    (a filesystem of your own, say)
 #
-# Without the suite or node it says so and exits 0, unless CI=true, where
-# a run that proves nothing fails. The direct CLI-to-CLI scenarios are a Go
+# It runs the suite locate.sh finds. Where no suite is expected (no
+# DL_NODE_SUITE, no ../shared/reference/node beside this checkout or the
+# one it was cloned from) it says so and exits 0, CI=true or not; a suite
+# expected but not there (a DL_NODE_SUITE naming a missing directory, say)
+# is an error. Without node it says so and exits 0, unless CI=true, where a
+# run that proves nothing fails. The direct CLI-to-CLI scenarios are a Go
 # test: go test ./interop/node/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,26 +36,14 @@ missing() {
   exit 0
 }
 
-suite=${DL_NODE_SUITE:-}
-if [ -z "$suite" ] && [ -d "$root/../shared/reference/node" ]; then
-  suite="$root/../shared/reference/node"
-fi
-# A clone made from a local checkout (CI clones main that way) also looks
-# beside the checkout it came from.
-if [ -z "$suite" ]; then
-  origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
-  case $origin in
-  /*) [ -d "$origin/../shared/reference/node" ] && suite="$origin/../shared/reference/node" ;;
-  esac
-fi
-[ -n "$suite" ] || missing "no Node suite: neither ../shared/reference/node nor DL_NODE_SUITE"
-if [ -f "$suite/durable-lease.test.mjs" ]; then
-  leasedir=$suite
-elif [ -f "$suite/core/lib/lease/durable-lease.test.mjs" ]; then
-  leasedir=$suite/core/lib/lease
-else
-  missing "no durable-lease.test.mjs in $suite or $suite/core/lib/lease"
-fi
+# The suite's lease directory, or why there is none.
+found=0
+leasedir=$(sh "$here/locate.sh" 2>&1) || found=$?
+case $found in
+0) ;;
+3) echo "interop: SKIP: $leasedir" >&2; exit 0 ;;
+*) echo "interop: FAILED: $leasedir" >&2; exit 1 ;;
+esac
 node=$(command -v node) || missing "no node on PATH"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dl-interop.XXXXXX")

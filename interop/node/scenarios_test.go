@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/testrun"
 )
 
 // bins holds our binaries, built once by TestMain ("" when the Node side
@@ -26,12 +28,15 @@ import (
 var bins string
 
 // nodeLib is the Node tool's lease directory (lease-cli.mjs, pool-cli.mjs,
-// fixtures/), and skipWhy why the scenarios cannot run here.
-var nodeLib, skipWhy string
+// fixtures/). Where the scenarios cannot run, one of the reasons says why:
+// notHere, no suite is expected on this machine (nothing to run); missing,
+// a program is (node); broken, a suite is expected and is not there (a
+// mistake: DL_NODE_SUITE naming a missing directory, say).
+var nodeLib, notHere, missing, broken string
 
 func TestMain(m *testing.M) {
-	nodeLib, skipWhy = findNodeTool()
-	if skipWhy == "" {
+	findNodeTool()
+	if nodeLib != "" {
 		dir, err := os.MkdirTemp("", "dl-scenarios-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -44,45 +49,48 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		bins = dir
-		code := m.Run()
+		code := testrun.Run(m)
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	testrun.Main(m)
 }
 
-// findNodeTool locates node and the Node tool: DL_NODE_SUITE (the tool's
-// copy or its lease directory), else ../shared/reference/node beside the
-// project.
-func findNodeTool() (lib, why string) {
-	if _, err := exec.LookPath("node"); err != nil {
-		return "", "no node on PATH"
-	}
-	root := os.Getenv("DL_NODE_SUITE")
-	if root == "" {
-		root = filepath.Join("..", "..", "..", "shared", "reference", "node")
-	}
-	for _, dir := range []string{root, filepath.Join(root, "core", "lib", "lease")} {
-		if _, err := os.Stat(filepath.Join(dir, "pool-cli.mjs")); err == nil {
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				return "", err.Error()
-			}
-			return abs, ""
+// findNodeTool locates the Node tool where run.sh does (locate.sh says
+// where: DL_NODE_SUITE, else ../shared/reference/node beside this checkout
+// or beside the one it was cloned from), and node.
+func findNodeTool() {
+	out, err := exec.Command("sh", "locate.sh").Output()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.ExitCode() == 3:
+		notHere = strings.TrimSpace(string(exit.Stderr))
+	case errors.As(err, &exit):
+		broken = strings.TrimSpace(string(exit.Stderr))
+	case err != nil:
+		broken = "locate.sh: " + err.Error()
+	default:
+		if _, err := exec.LookPath("node"); err != nil {
+			missing = "no node on PATH"
+			return
 		}
+		nodeLib = strings.TrimSpace(string(out))
 	}
-	return "", fmt.Sprintf("no Node tool (lease-cli.mjs, pool-cli.mjs) in %s: set DL_NODE_SUITE", root)
 }
 
+// requireNode lets t run where the scenarios can. Elsewhere it fails t
+// for a suite expected and not there; for node missing it fails t under
+// CI=true and skips it otherwise; where no suite is expected it skips t.
 func requireNode(t *testing.T) {
 	t.Helper()
-	if skipWhy == "" {
-		return
+	switch {
+	case broken != "":
+		t.Fatalf("the Node scenarios cannot run: %s", broken)
+	case missing != "":
+		testrun.Missing(t, "the Node scenarios cannot run: %s", missing)
+	case notHere != "":
+		testrun.Skip(t, "the Node scenarios: %s", notHere)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the Node scenarios cannot run: %s (CI=true: failing instead of skipping)", skipWhy)
-	}
-	t.Skipf("the Node scenarios cannot run: %s", skipWhy)
 }
 
 // side is one implementation's pair of CLIs.

@@ -26,6 +26,7 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore"
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/internal/clitest"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -46,9 +47,11 @@ var installed = []string{"lease", "pool", "pool-run", "durable-lease-etcd"}
 // TestScripts runs the scripts on one etcd, each script on a prefix of its
 // own in LEASE_STORE (which the scripts set only under [!etcd]), with the
 // condition etcd true and the installed executables first on PATH.
+func TestMain(m *testing.M) { testrun.Main(m, testrun.Parallel(8)) }
+
 func TestScripts(t *testing.T) {
 	if os.Getenv(backendEnv) != "etcd" {
-		t.Skipf("the scripts run on etcd with %s=etcd", backendEnv)
+		testrun.Skip(t, "the scripts on etcd: set %s=etcd", backendEnv)
 	}
 	bin := install(t)
 	clitest.PoisonEnv(t)

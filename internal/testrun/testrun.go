@@ -1,0 +1,225 @@
+package testrun
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// M is what [Run] runs: a *testing.M, or what testscript.Main hands on.
+type M interface{ Run() int }
+
+// Main runs m's tests and exits with their status: os.Exit(Run(m, opts...)).
+func Main(m *testing.M, opts ...Option) { os.Exit(Run(m, opts...)) }
+
+// Option changes how [Run] runs a package's tests.
+type Option func()
+
+// Parallel makes n the default of -test.parallel (how many parallel tests
+// run at once; go test's default is GOMAXPROCS) for a package whose tests
+// spend their time waiting (on child processes, timers, a lease's expiry)
+// rather than computing: there a 2-core machine can carry more of them at
+// once than it has cores. A -parallel on the command line still wins.
+func Parallel(n int) Option {
+	return func() {
+		if !flag.Parsed() {
+			flag.Parse()
+		}
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+		if !set {
+			flag.Set("test.parallel", strconv.Itoa(n))
+		}
+	}
+}
+
+// Run runs m's tests and returns their exit status. Before, it puts
+// [RaceEnv] into this process's environment, so every child process a
+// test starts inherits it, and applies opts; after, it prints the
+// package's skips, if any, as one line (see [Summary]).
+func Run(m M, opts ...Option) int {
+	k, v, _ := strings.Cut(RaceEnv(), "=")
+	os.Setenv(k, v)
+	for _, o := range opts {
+		o()
+	}
+	code := m.Run()
+	if line := Summary(); line != "" {
+		report(line, code == 0)
+	}
+	return code
+}
+
+// RaceEnv is GORACE as this process has it, with atexit_sleep_ms=0 added
+// unless the variable already sets it: a binary built with -race (a test
+// binary that re-runs itself as a CLI, a helper process) otherwise sleeps
+// one second at every exit, so that goroutines still running can report a
+// race. Races found before the exit are reported all the same, and the
+// exit status still says so (66). A test that builds a child's
+// environment from scratch (testscript does) adds this to it.
+func RaceEnv() string {
+	v := os.Getenv("GORACE")
+	if !strings.Contains(v, "atexit_sleep_ms") {
+		v = strings.TrimSpace(v + " atexit_sleep_ms=0")
+	}
+	return "GORACE=" + v
+}
+
+var (
+	mu      sync.Mutex
+	skipped = map[string][]string{} // reason -> test names
+)
+
+// Skip records why t skips, for the package's closing line, and skips it.
+// It is for skips that are a choice of the run: an opt-in profile (say
+// which variable runs it) or a mode such as -short.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	why := fmt.Sprintf(format, args...)
+	mu.Lock()
+	skipped[why] = append(skipped[why], t.Name())
+	mu.Unlock()
+	t.Skip(why)
+}
+
+// Missing reports a program or service t needs and this machine lacks
+// (say what, and how to get it): under CI=true a failure, since .ci/run
+// installs and starts everything and a skip there would leave the case
+// untested; elsewhere a [Skip].
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	why := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: a failure, not a skip)", why)
+	}
+	Skip(t, "%s", why)
+}
+
+// maxNames is how many skipped tests of one reason the closing line names;
+// go test -v lists them all.
+const maxNames = 4
+
+// Summary is the package's closing line: how many tests skipped, their
+// names grouped by reason, or "" when none did.
+func Summary() string {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(skipped) == 0 {
+		return ""
+	}
+	reasons := make([]string, 0, len(skipped))
+	n := 0
+	for why, names := range skipped {
+		reasons = append(reasons, why)
+		n += len(names)
+	}
+	sort.Strings(reasons)
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		names := skipped[why]
+		if len(names) > maxNames {
+			names = append(names[:maxNames:maxNames], fmt.Sprintf("%d more", len(names)-maxNames))
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", strings.Join(names, ", "), why)
+	}
+	tests := "tests"
+	if n == 1 {
+		tests = "test"
+	}
+	return fmt.Sprintf("testrun: %s: skipped %d %s: %s", packageDir(), n, tests, strings.Join(parts, "; "))
+}
+
+// packageDir is the working directory (go test runs a package's tests in
+// its directory) relative to the module root, or as it is.
+func packageDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "?"
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, wd); err == nil {
+				return "./" + filepath.ToSlash(rel)
+			}
+			return wd
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
+	}
+}
+
+// report prints line on stdout, where go test -v, go test -json, a run in
+// the package's directory and a failing package's output show it. In
+// package list mode (go test ./...) the go command discards the output of
+// a package that passes and prints only its "ok" line; then, and only
+// then, the line also goes to the go command's own standard output when
+// that is a terminal or a pipe (not a file: see goStdout), so that the run
+// shows it beside that "ok" line.
+func report(line string, passed bool) {
+	fmt.Println(line)
+	if !passed || verbose() {
+		return
+	}
+	if out, err := goStdout(); err == nil {
+		fmt.Fprintln(out, line)
+		out.Close()
+	}
+}
+
+// verbose reports whether the go command shows this binary's output
+// anyway (-v, or -json, which runs it with -test.v=test2json).
+func verbose() bool {
+	f := flag.Lookup("test.v")
+	return f != nil && f.Value.String() != "false"
+}
+
+// goStdout opens the standard output of the go command that runs this
+// binary, when that is not this binary's own standard output already (a
+// run in the package's directory streams it there). It fails where there
+// is no /proc, or the parent is not the go command.
+func goStdout() (*os.File, error) {
+	parent := fmt.Sprintf("/proc/%d", os.Getppid())
+	exe, err := os.Readlink(parent + "/exe")
+	if err != nil {
+		return nil, err
+	}
+	if base := filepath.Base(exe); base != "go" && !strings.HasPrefix(base, "go1") {
+		return nil, errors.New("not run by the go command")
+	}
+	var mine, theirs syscall.Stat_t
+	if err := syscall.Fstat(1, &mine); err != nil {
+		return nil, err
+	}
+	if err := syscall.Stat(parent+"/fd/1", &theirs); err != nil {
+		return nil, err
+	}
+	if mine.Dev == theirs.Dev && mine.Ino == theirs.Ino {
+		return nil, errors.New("the go command's output is this binary's")
+	}
+	// A file opened anew has an offset of its own: the go command's next
+	// write would land on the line. A terminal or a pipe has none.
+	if theirs.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return nil, errors.New("the go command writes to a file")
+	}
+	return os.OpenFile(parent+"/fd/1", os.O_WRONLY, 0)
+}
+
+// Wrap returns an M whose Run is [Run] of m: for a TestMain that hands
+// its M to another runner, as testscript.Main(testrun.Wrap(m), cmds).
+func Wrap(m M, opts ...Option) M { return wrapped{m, opts} }
+
+type wrapped struct {
+	m    M
+	opts []Option
+}
+
+func (w wrapped) Run() int { return Run(w.m, w.opts...) }

@@ -30,14 +30,14 @@ func TestFenceGrows(t *testing.T) {
 	}
 	a := mustAcquire(t, s, "k", "alice", 1)
 	next("first acquire", a.Fence)
-	hb, err := s.Heartbeat(ctx, "k", "alice", a.Token)
+	hb, err := s.Heartbeat(ctx, lease.Ref{Kind: "k", Owner: "alice", Token: a.Token})
 	if err != nil || hb.Fence != a.Fence {
 		t.Fatalf("heartbeat: %v, fence %d, want %d", err, hb.Fence, a.Fence)
 	}
 	if st, _ := s.Status(context.Background(), "k"); st.Record.Fence != a.Fence {
 		t.Fatalf("status fence %d, want %d", st.Record.Fence, a.Fence)
 	}
-	if _, err := s.Release(ctx, "k", "alice", a.Token); err != nil {
+	if _, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: "alice", Token: a.Token}); err != nil {
 		t.Fatal(err)
 	}
 	b := mustAcquire(t, s, "k", "bob", 1)
@@ -99,7 +99,7 @@ func TestFenceFileFallback(t *testing.T) {
 			if a.Fence != int64(round) {
 				t.Fatalf("%s round %d: fence %d", kind, round, a.Fence)
 			}
-			if _, err := s.Release(ctx, kind, "alice", a.Token); err != nil {
+			if _, err := s.Release(ctx, lease.Ref{Kind: kind, Owner: "alice", Token: a.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}

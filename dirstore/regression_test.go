@@ -39,7 +39,7 @@ func TestRegressionHeartbeatWritesToTheRecordsKindField(t *testing.T) {
 			path := writeFile(t, s.Dir(), "a.json", recordJSON(tt.fileKind, "agent-7", "tok", t0, 1))
 			before := readBytes(t, path)
 			clk.Advance(30 * time.Second)
-			_, err := s.Heartbeat(bg, "a", "agent-7", "tok")
+			_, err := s.Heartbeat(bg, lease.Ref{Kind: "a", Owner: "agent-7", Token: "tok"})
 			stray := filepath.Join(s.Dir(), tt.strayPath)
 			if exists(t, stray) {
 				t.Errorf("Heartbeat(a) wrote %s (err %v); it must only ever write a.json", stray, err)
@@ -60,7 +60,7 @@ func TestRegressionHeartbeatWritesToTheRecordsKindField(t *testing.T) {
 // for no-op Release/Reap/ForceRelease of an absent lease.
 func TestRegressionRefusedHeartbeatCreatesStore(t *testing.T) {
 	s, _ := newTestStore(t)
-	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: "tok"}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Heartbeat = %v, want ErrNotHeld", err)
 	}
 	if _, err := os.Stat(s.Dir()); err == nil {

@@ -127,7 +127,7 @@ func TestStorePrivateWhateverTheUmask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Release(t.Context(), "k", "ci-main", res.Record.Token); err != nil {
+	if _, err := s.Release(t.Context(), lease.Ref{Kind: "k", Owner: "ci-main", Token: res.Record.Token}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"k", "j"} {

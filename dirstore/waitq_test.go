@@ -54,7 +54,7 @@ func TestAcquireWaitLineServesEveryWaiter(t *testing.T) {
 	owner, token := rec.Owner, rec.Token
 	seen := map[string]bool{}
 	for i := 0; i < n; i++ {
-		if _, err := s.Release(ctx, "k", owner, token); err != nil {
+		if _, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: owner, Token: token}); err != nil {
 			t.Fatal(err)
 		}
 		var w won
@@ -128,7 +128,7 @@ func TestAcquireWaitLineCancelBehindHead(t *testing.T) {
 	if !errors.As(err, &held) || !errors.Is(err, lease.ErrTimeout) || !held.Timeout || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("timed-out waiter: %v after %s", err, time.Since(start))
 	}
-	if _, err := s.Release(ctx, "k", rec.Owner, rec.Token); err != nil {
+	if _, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: rec.Owner, Token: rec.Token}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -164,7 +164,7 @@ func TestAcquireWaitLineStuckHead(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	if _, err := s.Release(ctx, "k", rec.Owner, rec.Token); err != nil {
+	if _, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: rec.Owner, Token: rec.Token}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -209,7 +209,7 @@ func TestAcquireWaitHostileWaitFile(t *testing.T) {
 			}()
 			time.Sleep(50 * time.Millisecond)
 			start := time.Now()
-			if _, err := s.Release(ctx, "k", rec.Owner, rec.Token); err != nil {
+			if _, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: rec.Owner, Token: rec.Token}); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()

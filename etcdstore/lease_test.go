@@ -32,10 +32,10 @@ func TestStoreOnEtcd(t *testing.T) {
 	if _, err := s.Acquire(ctx, lease.Request{Kind: "baton", Owner: "agent-2", TTLMinutes: 15}); !errors.As(err, &held) {
 		t.Fatalf("second acquire = %v; want held", err)
 	}
-	if rec, err := s.Heartbeat(ctx, "baton", "agent-1", acq.Record.Token); err != nil || rec.Fence != acq.Record.Fence {
+	if rec, err := s.Heartbeat(ctx, lease.Ref{Kind: "baton", Owner: "agent-1", Token: acq.Record.Token}); err != nil || rec.Fence != acq.Record.Fence {
 		t.Fatalf("heartbeat = %+v, %v", rec, err)
 	}
-	if _, err := s.Heartbeat(ctx, "baton", "agent-1", "wrong"); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Heartbeat(ctx, lease.Ref{Kind: "baton", Owner: "agent-1", Token: "wrong"}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("heartbeat with another token = %v; want ErrNotOwner", err)
 	}
 
@@ -52,7 +52,7 @@ func TestStoreOnEtcd(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // let the waiter wait
 	released := time.Now()
-	if _, err := s.Release(ctx, "baton", "agent-1", acq.Record.Token); err != nil {
+	if _, err := s.Release(ctx, lease.Ref{Kind: "baton", Owner: "agent-1", Token: acq.Record.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
@@ -72,7 +72,7 @@ func TestStoreOnEtcd(t *testing.T) {
 	if err != nil || st.State != lease.Unknown {
 		t.Fatalf("status after expiry = %+v, %v; want unknown", st, err)
 	}
-	if _, err := s.Heartbeat(ctx, "baton", "agent-2", st.Record.Token); err == nil {
+	if _, err := s.Heartbeat(ctx, lease.Ref{Kind: "baton", Owner: "agent-2", Token: st.Record.Token}); err == nil {
 		t.Error("heartbeat of an expired lease succeeded")
 	}
 	next, err := s.Acquire(ctx, req)

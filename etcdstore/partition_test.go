@@ -128,10 +128,10 @@ func TestHolderCutOff(t *testing.T) {
 	p.Restore()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := sa.Heartbeat(rctx, kind, "holder", a.Token); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := sa.Heartbeat(rctx, lease.Ref{Kind: kind, Owner: "holder", Token: a.Token}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("the old holder's heartbeat = %v; want ErrNotOwner", err)
 	}
-	if _, err := sa.Release(rctx, kind, "holder", a.Token); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := sa.Release(rctx, lease.Ref{Kind: kind, Owner: "holder", Token: a.Token}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("the old holder's release = %v; want ErrNotOwner", err)
 	}
 	if err := hold.Release(rctx); !errors.Is(err, lease.ErrLost) {

@@ -25,7 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Release(ctx, req.Kind, req.Owner, acq.Record.Token); err != nil {
+		if _, err := s.Release(ctx, lease.Ref{Kind: req.Kind, Owner: req.Owner, Token: acq.Record.Token}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			if _, err := s.Release(ctx, req.Kind, req.Owner, acq.Record.Token); err != nil {
+			if _, err := s.Release(ctx, lease.Ref{Kind: req.Kind, Owner: req.Owner, Token: acq.Record.Token}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -167,7 +167,7 @@ func TestClockStepsThroughTheStore(t *testing.T) {
 	if st.State != lease.Held || st.Rule != lease.RuleBoot || st.Remaining != 50*time.Second {
 		t.Fatalf("status after forward step: %s rule %s remaining %v", st.State, st.Rule, st.Remaining)
 	}
-	rec, err := s.Heartbeat(ctx, "k", "alice", a.Record.Token)
+	rec, err := s.Heartbeat(ctx, lease.Ref{Kind: "k", Owner: "alice", Token: a.Record.Token})
 	if err != nil {
 		t.Fatalf("alice's heartbeat after the step: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestDeepRecordJudgedAsNode(t *testing.T) {
 		len(shown["omitted"].([]any)) != 2 {
 		t.Fatalf("output: %s", out)
 	}
-	if _, err := s.Heartbeat(ctx, "deep", "node-agent", "tok"); err != nil {
+	if _, err := s.Heartbeat(ctx, lease.Ref{Kind: "deep", Owner: "node-agent", Token: "tok"}); err != nil {
 		t.Fatalf("heartbeat of a deep record by its holder: %v", err)
 	}
 	data, err := os.ReadFile(path)

@@ -97,7 +97,7 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 	rec := o.Acquired
 	if rec == nil || rec.Corrupt || rec.Kind != kind || rec.Owner != owner || rec.Token != token || !rec.Seen.Live {
 		var err error
-		if rec, err = s.Heartbeat(ctx, kind, owner, token); err != nil {
+		if rec, err = s.Heartbeat(ctx, Ref{Kind: kind, Owner: owner, Token: token}); err != nil {
 			if definiteLoss(err) {
 				return nil, fmt.Errorf("%w: %w", ErrLost, err)
 			}
@@ -119,7 +119,7 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 	}
 	if h.release == nil {
 		h.release = func(ctx context.Context) error {
-			r, err := s.Release(ctx, kind, owner, token)
+			r, err := s.Release(ctx, Ref{Kind: kind, Owner: owner, Token: token})
 			if err != nil {
 				return err
 			}
@@ -286,7 +286,7 @@ func (h *Hold) loop(ctx context.Context) {
 		// the heartbeat by the deadline.
 		bctx, cancel := context.WithDeadline(ctx, deadline)
 		h.beat.Lock()
-		rec, err := h.store.Heartbeat(bctx, h.kind, h.owner, h.token)
+		rec, err := h.store.Heartbeat(bctx, Ref{Kind: h.kind, Owner: h.owner, Token: h.token})
 		h.beat.Unlock()
 		late := bctx.Err() != nil
 		cancel()

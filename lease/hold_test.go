@@ -165,7 +165,7 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 	var calls atomic.Int32
 	h := keep(t, s, rec, lease.HoldOptions{Interval: 10 * time.Millisecond, Release: func(ctx context.Context) error {
 		calls.Add(1)
-		_, err := s.Release(ctx, "k", "o", rec.Token)
+		_, err := s.Release(ctx, lease.Ref{Kind: "k", Owner: "o", Token: rec.Token})
 		return err
 	}})
 	var wg sync.WaitGroup
@@ -228,7 +228,7 @@ func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
 	if _, err := s.Keep(context.Background(), "k", "o", "wrong-token", lease.HoldOptions{}); !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Keep with a wrong token = %v, want ErrLost and ErrNotOwner", err)
 	}
-	_, _ = s.Release(context.Background(), "k", "o", rec.Token)
+	_, _ = s.Release(context.Background(), lease.Ref{Kind: "k", Owner: "o", Token: rec.Token})
 	if _, err := s.Keep(context.Background(), "k", "o", rec.Token, lease.HoldOptions{}); !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Keep after release = %v, want ErrLost and ErrNotHeld", err)
 	}

@@ -293,7 +293,7 @@ func TestHeartbeatKeepsUnknownFields(t *testing.T) {
 `
 	path := writeFile(t, s.Dir(), "slot-1.json", hand)
 	clk.Advance(30 * time.Second)
-	if _, err := s.Heartbeat(context.Background(), "slot-1", "agent-7", "tok"); err != nil {
+	if _, err := s.Heartbeat(context.Background(), lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: "tok"}); err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
 	var m map[string]json.RawMessage
@@ -476,10 +476,10 @@ func TestOwnerlessRecordIsHeldUntilItsTTL(t *testing.T) {
 	if _, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); !errors.Is(err, lease.ErrHeld) {
 		t.Errorf("Acquire = %v, want ErrHeld", err)
 	}
-	if _, err := s.Heartbeat(bg, "slot-1", "agent-7", ""); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: ""}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Heartbeat = %v, want ErrNotOwner", err)
 	}
-	if _, err := s.Release(bg, "slot-1", "agent-7", ""); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: ""}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Errorf("Release = %v, want ErrNotOwner", err)
 	}
 	if _, err := s.Reap(bg, "slot-1"); !errors.Is(err, lease.ErrNotDead) {

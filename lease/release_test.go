@@ -36,7 +36,7 @@ func TestReleaseRefusals(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rel, err := s.Release(bg, "slot-1", tt.owner(r), tt.token(r))
+			rel, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: tt.owner(r), Token: tt.token(r)})
 			if rel != nil || !errors.Is(err, lease.ErrNotOwner) {
 				t.Fatalf("Release = %+v, %v; want a refusal matching ErrNotOwner", rel, err)
 			}
@@ -55,7 +55,7 @@ func TestReleaseRefusals(t *testing.T) {
 func TestHeartbeatWrongTokenIsNotOwner(t *testing.T) {
 	s, _ := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
-	_, err := s.Heartbeat(bg, "slot-1", r.Owner, "nope")
+	_, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: r.Owner, Token: "nope"})
 	if !errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrTokenMismatch) {
 		t.Errorf("Heartbeat with a wrong token = %v, want ErrNotOwner only", err)
 	}

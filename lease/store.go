@@ -160,11 +160,12 @@ func (s *Store) newRecord(r Request, token string) *Record {
 	return rec
 }
 
-// Heartbeat refreshes a live lease held by owner with token and returns the
-// updated record. It fails with ErrNotHeld when there is no record,
-// ErrNotOwner when owner or token differ, and ErrExpired when the lease is
+// Heartbeat refreshes the live lease ref names and returns the updated
+// record. It fails with ErrNotHeld when there is no record, ErrNotOwner
+// when the owner or the token differ, and ErrExpired when the lease is
 // past its TTL or unreadable: an expired lease is never revived.
-func (s *Store) Heartbeat(ctx context.Context, kind, owner, token string) (*Record, error) {
+func (s *Store) Heartbeat(ctx context.Context, ref Ref) (*Record, error) {
+	kind, owner, token := ref.Kind, ref.Owner, ref.Token
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
@@ -208,12 +209,13 @@ type Released struct {
 	Previous *Record
 }
 
-// Release gives the lease back. It needs the owner and the token minted at
-// acquire: another owner, or an unreadable record, fails with ErrNotOwner;
-// the owner with another token fails with ErrTokenMismatch (which also
-// matches ErrNotOwner). Releasing a kind with no record succeeds with
-// Released false.
-func (s *Store) Release(ctx context.Context, kind, owner, token string) (*Released, error) {
+// Release gives the lease ref names back: its owner and the token minted
+// at acquire. Another owner, or an unreadable record, fails with
+// ErrNotOwner; the owner with another token fails with ErrTokenMismatch
+// (which also matches ErrNotOwner). Releasing a kind with no record
+// succeeds with Released false.
+func (s *Store) Release(ctx context.Context, ref Ref) (*Released, error) {
+	kind, owner, token := ref.Kind, ref.Owner, ref.Token
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}

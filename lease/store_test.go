@@ -55,7 +55,7 @@ func TestAcquireTokensDiffer(t *testing.T) {
 			t.Fatalf("token %q is malformed or repeated", r.Token)
 		}
 		seen[r.Token] = true
-		if _, err := s.Release(bg, "slot-1", "agent-7", r.Token); err != nil {
+		if _, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: r.Token}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestHeartbeatExtends(t *testing.T) {
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	for i := range 5 {
 		clk.Advance(50 * time.Second)
-		got, err := s.Heartbeat(bg, "slot-1", "agent-7", r.Token)
+		got, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: r.Token})
 		if err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
@@ -229,7 +229,7 @@ func TestHeartbeatRefusals(t *testing.T) {
 				before = readBytes(t, path)
 			}
 			clk.Advance(time.Millisecond)
-			got, err := s.Heartbeat(bg, "slot-1", owner, token)
+			got, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: owner, Token: token})
 			if got != nil || !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Heartbeat = %+v, %v; want %v", got, err, tt.wantErr)
 			}
@@ -322,7 +322,7 @@ func TestRelease(t *testing.T) {
 		s, _ := newTestStore(t)
 		r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 		for _, c := range []struct{ owner, token string }{{"agent-7", "nope"}, {"agent-8", r.Token}} {
-			rel, err := s.Release(bg, "slot-1", c.owner, c.token)
+			rel, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: c.owner, Token: c.token})
 			if rel != nil || !errors.Is(err, lease.ErrNotOwner) {
 				t.Errorf("Release(%s, %s) = %+v, %v; want ErrNotOwner", c.owner, c.token, rel, err)
 			}
@@ -334,7 +334,7 @@ func TestRelease(t *testing.T) {
 	t.Run("owner and token release", func(t *testing.T) {
 		s, _ := newTestStore(t)
 		r := mustAcquire(t, s, "slot-1", "agent-7", 1)
-		rel, err := s.Release(bg, "slot-1", "agent-7", r.Token)
+		rel, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: r.Token})
 		if err != nil || !rel.Released || rel.WasExpired {
 			t.Fatalf("Release = %+v, %v", rel, err)
 		}
@@ -349,7 +349,7 @@ func TestRelease(t *testing.T) {
 		s, clk := newTestStore(t)
 		r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 		clk.Advance(time.Hour)
-		rel, err := s.Release(bg, "slot-1", "agent-7", r.Token)
+		rel, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: r.Token})
 		if err != nil || !rel.Released || !rel.WasExpired {
 			t.Fatalf("Release = %+v, %v; want released, wasExpired", rel, err)
 		}
@@ -357,7 +357,7 @@ func TestRelease(t *testing.T) {
 	t.Run("absent", func(t *testing.T) {
 		s, _ := newTestStore(t)
 		mustAcquire(t, s, "other", "agent-7", 1) // the store exists
-		rel, err := s.Release(bg, "slot-1", "agent-7", "tok")
+		rel, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: "tok"})
 		if err != nil || rel.Released {
 			t.Fatalf("Release of an absent lease = %+v, %v; want Released false", rel, err)
 		}
@@ -365,7 +365,7 @@ func TestRelease(t *testing.T) {
 	t.Run("corrupt record is not the caller's", func(t *testing.T) {
 		s, _ := newTestStore(t)
 		p := writeFile(t, s.Dir(), "slot-1.json", "{}")
-		if _, err := s.Release(bg, "slot-1", "agent-7", "tok"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: "tok"}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Errorf("Release of a corrupt record = %v, want ErrNotOwner", err)
 		}
 		if !exists(t, p) {
@@ -633,10 +633,22 @@ func TestInvalidArgumentsTouchNothing(t *testing.T) {
 			_, err := s.AcquireWait(bg, with(func(r *lease.Request) { r.TTLMinutes = 0 }))
 			return err
 		}},
-		{"heartbeat bad kind", func(s *lease.Store) error { _, err := s.Heartbeat(bg, "A", "agent-7", "t"); return err }},
-		{"heartbeat bad owner", func(s *lease.Store) error { _, err := s.Heartbeat(bg, "slot-1", "", "t"); return err }},
-		{"release bad kind", func(s *lease.Store) error { _, err := s.Release(bg, "", "agent-7", "t"); return err }},
-		{"release bad owner", func(s *lease.Store) error { _, err := s.Release(bg, "slot-1", "a b", "t"); return err }},
+		{"heartbeat bad kind", func(s *lease.Store) error {
+			_, err := s.Heartbeat(bg, lease.Ref{Kind: "A", Owner: "agent-7", Token: "t"})
+			return err
+		}},
+		{"heartbeat bad owner", func(s *lease.Store) error {
+			_, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: "", Token: "t"})
+			return err
+		}},
+		{"release bad kind", func(s *lease.Store) error {
+			_, err := s.Release(bg, lease.Ref{Kind: "", Owner: "agent-7", Token: "t"})
+			return err
+		}},
+		{"release bad owner", func(s *lease.Store) error {
+			_, err := s.Release(bg, lease.Ref{Kind: "slot-1", Owner: "a b", Token: "t"})
+			return err
+		}},
 		{"force release bad kind", func(s *lease.Store) error { _, err := s.ForceRelease(bg, "x y", ""); return err }},
 		{"force release bad by", func(s *lease.Store) error { _, err := s.ForceRelease(bg, "slot-1", "no way"); return err }},
 		{"reap bad kind", func(s *lease.Store) error { _, err := s.Reap(bg, "../etc"); return err }},
@@ -869,7 +881,7 @@ func TestAcquireWaitWakesOnRelease(t *testing.T) {
 	}()
 	<-spy.attempts // the waiter has been refused once and is now waiting
 	released := time.Now()
-	if _, err := holder.Release(bg, "slot-1", "agent-7", r.Record.Token); err != nil {
+	if _, err := holder.Release(bg, lease.Ref{Kind: "slot-1", Owner: "agent-7", Token: r.Record.Token}); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done

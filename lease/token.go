@@ -5,6 +5,17 @@ import (
 	"fmt"
 )
 
+// Ref names one incarnation of a lease as its holder knows it: the kind,
+// the owner that acquired it and the token minted then. [Store.Heartbeat]
+// and [Store.Release] take it whole, so that the three strings cannot be
+// passed in the wrong order.
+type Ref struct {
+	Kind, Owner, Token string
+}
+
+// Ref is the reference of the incarnation r records.
+func (r *Record) Ref() Ref { return Ref{Kind: r.Kind, Owner: r.Owner, Token: r.Token} }
+
 // RandomHex returns 2n hex digits from the system's secure random source,
 // for tokens and for the unique names of a backend's temporary files.
 func RandomHex(n int) string {

@@ -12,7 +12,9 @@ func (p *Pool) EnqueueForTest(ctx context.Context, owner, session, mode string) 
 	return p.enqueue(ctx, owner, session, mode)
 }
 
-func (p *Pool) MayGrantForTest(ctx context.Context, id string) (bool, int) { return p.mayGrant(ctx, id) }
+func (p *Pool) MayGrantForTest(ctx context.Context, id string) (bool, int) {
+	return p.mayGrant(ctx, id)
+}
 
 func (p *Pool) PositionForTest(ctx context.Context, id string, idx int) Position {
 	return p.position(ctx, id, idx)

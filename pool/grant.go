@@ -231,7 +231,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, "grant_lease_lost_during_reset", err, false)
 	case err != nil && ctx.Err() != nil:
 		// The waiter was cancelled mid-provision: give the slot back.
-		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); rerr != nil {
+		if _, rerr := p.store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: s.Kind, Owner: rec.Owner, Token: rec.Token}); rerr != nil {
 			fmt.Fprintf(p.log, "pool: releasing slot %s: %v\n", s.ID, rerr)
 		}
 		return nil, ctx.Err()

@@ -192,7 +192,7 @@ func (p *Pool) Release(ctx context.Context, slotID, owner, token string, force b
 	if force {
 		rel, err = p.store.ForceRelease(ctx, s.Kind, bookkeeper)
 	} else {
-		rel, err = p.store.Release(ctx, s.Kind, owner, token)
+		rel, err = p.store.Release(ctx, lease.Ref{Kind: s.Kind, Owner: owner, Token: token})
 	}
 	if err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func (p *Pool) Heartbeat(ctx context.Context, slotID, owner, token string) (*Slo
 	if err != nil {
 		return nil, nil, err
 	}
-	rec, err := p.store.Heartbeat(ctx, s.Kind, owner, token)
+	rec, err := p.store.Heartbeat(ctx, lease.Ref{Kind: s.Kind, Owner: owner, Token: token})
 	return s, rec, err
 }
 
@@ -236,7 +236,7 @@ func (p *Pool) Reset(ctx context.Context, slotID, owner, token string) (*Slot, e
 	// The heartbeat checks owner, token and expiry inside the critical
 	// section (a lock-free status read could be stale by the time the
 	// reset starts) and gives the reset a fresh TTL.
-	rec, err := p.store.Heartbeat(ctx, s.Kind, owner, token)
+	rec, err := p.store.Heartbeat(ctx, lease.Ref{Kind: s.Kind, Owner: owner, Token: token})
 	if err != nil {
 		return s, err
 	}
@@ -276,7 +276,7 @@ func (p *Pool) Reprovision(ctx context.Context, slotID, owner string) (*Slot, er
 	err = p.resetAndCheck(ctx, s, acq.Record)
 	fields := map[string]any{"slot_id": s.RawID, "owner": owner}
 	if err == nil || errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
-		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, acq.Record.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
+		if _, rerr := p.store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: s.Kind, Owner: owner, Token: acq.Record.Token}); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
 			err = rerr
 		}
 		event := EventSlotReprovisioned

@@ -86,7 +86,7 @@ func (p *Pool) probeFree(ctx context.Context, s *Slot, owner string) (Probed, bo
 		return p.run(ctx, provision.ActionHealth, s, p.cmds.health)
 	})
 	if err == nil || errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
-		if _, rerr := p.store.Release(context.WithoutCancel(ctx), s.Kind, owner, rec.Token); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
+		if _, rerr := p.store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: s.Kind, Owner: owner, Token: rec.Token}); rerr != nil && err == nil && !errors.Is(rerr, lease.ErrNotOwner) {
 			err = rerr
 		}
 		if err != nil {

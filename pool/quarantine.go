@@ -90,7 +90,7 @@ func (p *Pool) failuresInARow(ctx context.Context, s *Slot) int {
 // (released), or, at quarantineAfter failures in a row, into quarantine.
 func (p *Pool) afterFailure(ctx context.Context, s *Slot, rec *lease.Record, cause error) {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := p.store.Release(ctx, s.Kind, rec.Owner, rec.Token); err != nil {
+	if _, err := p.store.Release(ctx, lease.Ref{Kind: s.Kind, Owner: rec.Owner, Token: rec.Token}); err != nil {
 		fmt.Fprintf(p.log, "pool: releasing slot %s after a failure: %v\n", s.ID, err)
 		return
 	}
@@ -258,7 +258,7 @@ func (p *Pool) restore(ctx context.Context, s *Slot, owner, by string) error {
 			"output": failureOutput(err)})
 		return err
 	}
-	if _, err := p.store.Release(context.WithoutCancel(ctx), s.Kind, rec.Owner, rec.Token); err != nil {
+	if _, err := p.store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: s.Kind, Owner: rec.Owner, Token: rec.Token}); err != nil {
 		return err
 	}
 	p.logEvent(ctx, EventSlotUnquarantined, map[string]any{"slot_id": s.RawID, "by": by})

@@ -131,7 +131,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	s.hold, err = o.Store.Keep(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token, hopts)
 	if err != nil {
 		if !errors.Is(err, lease.ErrLost) {
-			_, _ = o.Store.Release(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token)
+			_, _ = o.Store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: o.Kind, Owner: o.Owner, Token: rec.Token})
 		}
 		return nil, err
 	}

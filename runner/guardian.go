@@ -600,7 +600,7 @@ func (g *guardian) release() {
 	store, closeStore, err := storeopen.Open(ctx, r.Store, lease.WithOwnerPattern(r.OwnerPattern))
 	if err == nil {
 		defer func() { _ = closeStore() }()
-		_, err = store.Release(ctx, r.Kind, r.Owner, r.Token)
+		_, err = store.Release(ctx, lease.Ref{Kind: r.Kind, Owner: r.Owner, Token: r.Token})
 	}
 	if err != nil {
 		g.say("could not release %s (%v); it frees itself after its TTL", r.Kind, err)

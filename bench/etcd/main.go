@@ -277,7 +277,7 @@ func handoff(args []string) error {
 			return sample{}, err
 		}
 		t0 := time.Now()
-		if _, err := st.Release(ctx, *kind, "holder", acq.Record.Token); err != nil {
+		if _, err := st.Release(ctx, acq.Record.Ref()); err != nil {
 			w.stop(syscall.SIGKILL)
 			return sample{}, fmt.Errorf("holder release: %w", err)
 		}
@@ -298,7 +298,7 @@ func handoff(args []string) error {
 		if err := json.Unmarshal([]byte(text), &out); err != nil || out.Code != "acquired" || out.Record.Token == "" {
 			return sample{}, fmt.Errorf("the waiter printed %q, not an acquisition", text)
 		}
-		if _, err := st.Release(ctx, *kind, "waiter", out.Record.Token); err != nil {
+		if _, err := st.Release(ctx, lease.Ref{Kind: *kind, Owner: "waiter", Token: out.Record.Token}); err != nil {
 			return sample{}, fmt.Errorf("releasing the waiter's lease: %w", err)
 		}
 		return sample{d, rel}, nil

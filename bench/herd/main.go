@@ -280,7 +280,7 @@ func leaseHerd(bin, work string, n, rounds int, settle time.Duration) ([]time.Du
 		if releaseByCLI {
 			err = cliRelease(bin, env, "lease", "release", "--kind", kind, "--owner", owner, "--token", token)
 		} else {
-			_, err = st.Release(ctx, kind, owner, token)
+			_, err = st.Release(ctx, lease.Ref{Kind: kind, Owner: owner, Token: token})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("round %d: release: %w", i, err)

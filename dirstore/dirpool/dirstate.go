@@ -322,7 +322,7 @@ func (d *dirState) withQueueLock(ctx context.Context, owner string, fn func() er
 		return err
 	}
 	defer func() {
-		if _, err := d.h.Store.Release(context.WithoutCancel(ctx), req.Kind, owner, acq.Record.Token); err != nil {
+		if _, err := d.h.Store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: req.Kind, Owner: owner, Token: acq.Record.Token}); err != nil {
 			fmt.Fprintf(d.h.Log, "pool: releasing the queue lock: %v\n", err)
 		}
 	}()
@@ -361,7 +361,7 @@ func (d *dirState) recoverDeadLock(ctx context.Context, rec *lease.Record) bool 
 	if !(holder.DirLock == d.dir && sameHost) && !holder.Dead() {
 		return false
 	}
-	if _, err := d.h.Store.Release(ctx, rec.Kind, rec.Owner, rec.Token); err != nil {
+	if _, err := d.h.Store.Release(ctx, rec.Ref()); err != nil {
 		return false
 	}
 	d.h.Event(ctx, pool.EventQueueLockRecovered, map[string]any{"owner": rec.Owner, "pid": holder.PID})

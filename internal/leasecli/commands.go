@@ -132,7 +132,7 @@ type heartbeatOut struct {
 }
 
 func (c *heartbeatCmd) Run(e *env) error {
-	rec, err := e.store.Heartbeat(e.ctx, c.Kind, c.Owner, c.Token)
+	rec, err := e.store.Heartbeat(e.ctx, lease.Ref{Kind: c.Kind, Owner: c.Owner, Token: c.Token})
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
 	}
@@ -196,7 +196,7 @@ func (c *releaseCmd) Run(e *env) error {
 		if c.Owner == "" || c.Token == "" {
 			return cliparse.Usagef("release needs --owner and --token (or --force)")
 		}
-		rel, err = e.store.Release(e.ctx, c.Kind, c.Owner, c.Token)
+		rel, err = e.store.Release(e.ctx, lease.Ref{Kind: c.Kind, Owner: c.Owner, Token: c.Token})
 	}
 	if err != nil {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}

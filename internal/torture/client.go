@@ -282,7 +282,7 @@ func (c *client) heartbeat(ctx context.Context, h *holding, late bool) bool {
 	if c.p != nil {
 		_, rec, err = c.p.Heartbeat(ctx, h.slot, c.name, h.tok)
 	} else {
-		rec, err = c.st.Heartbeat(ctx, h.kind, c.name, h.tok)
+		rec, err = c.st.Heartbeat(ctx, lease.Ref{Kind: h.kind, Owner: c.name, Token: h.tok})
 	}
 	e := Entry{Phase: "end", Op: "heartbeat", Kind: h.kind, Tok: h.tok, Late: late, TB: tb, TA: time.Now().UnixNano(), TTLms: c.ttlMs}
 	if err == nil {
@@ -305,7 +305,7 @@ func (c *client) release(ctx context.Context, h *holding) {
 		}
 	} else {
 		var r *lease.Released
-		if r, err = c.st.Release(ctx, h.kind, c.name, h.tok); err == nil {
+		if r, err = c.st.Release(ctx, lease.Ref{Kind: h.kind, Owner: c.name, Token: h.tok}); err == nil {
 			released = r.Released
 		}
 	}

@@ -95,20 +95,20 @@ func testAcquireHeldRelease(t *testing.T, h Harness) {
 			t.Fatalf("second acquire by %s: %v", owner, err)
 		}
 	}
-	if _, err := s.Release(bg, "k", "conf-a", "wrong-token"); !errors.Is(err, lease.ErrTokenMismatch) || !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: "wrong-token"}); !errors.Is(err, lease.ErrTokenMismatch) || !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("release with a wrong token: %v", err)
 	}
-	if _, err := s.Release(bg, "k", "conf-b", r.Token); !errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrTokenMismatch) {
+	if _, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-b", Token: r.Token}); !errors.Is(err, lease.ErrNotOwner) || errors.Is(err, lease.ErrTokenMismatch) {
 		t.Fatalf("release by another owner: %v", err)
 	}
-	rel, err := s.Release(bg, "k", "conf-a", r.Token)
+	rel, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: r.Token})
 	if err != nil || !rel.Released || rel.WasExpired {
 		t.Fatalf("release: %+v %v", rel, err)
 	}
 	if st := state(t, s, "k"); st.State != lease.Free {
 		t.Fatalf("after release: %s", st.State)
 	}
-	if rel, err := s.Release(bg, "k", "conf-a", r.Token); err != nil || rel.Released {
+	if rel, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: r.Token}); err != nil || rel.Released {
 		t.Fatalf("second release: %+v %v", rel, err)
 	}
 }
@@ -116,16 +116,16 @@ func testAcquireHeldRelease(t *testing.T, h Harness) {
 func testHeartbeatFencing(t *testing.T, h Harness) {
 	s := h.New(t)
 	a := acquire(t, h, s, "k", "conf-a")
-	if _, err := s.Heartbeat(bg, "k", "conf-a", "nope"); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: "nope"}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("heartbeat with a wrong token: %v", err)
 	}
-	if _, err := s.Heartbeat(bg, "k", "conf-b", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-b", Token: a.Record.Token}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("heartbeat by another owner: %v", err)
 	}
-	if _, err := s.Heartbeat(bg, "none", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "none", Owner: "conf-a", Token: a.Record.Token}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("heartbeat of a kind with no record: %v", err)
 	}
-	r, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token)
+	r, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token})
 	if err != nil || r.Token != a.Record.Token || r.Fence != a.Record.Fence || !r.Seen.Live || !r.AcquiredAt.Equal(a.Record.AcquiredAt) {
 		t.Fatalf("heartbeat: %+v %v", r, err)
 	}
@@ -142,17 +142,17 @@ func testExpiryTakeover(t *testing.T, h Harness) {
 	if st.State != lease.Unknown || st.Record.Owner != "conf-a" {
 		t.Fatalf("after the TTL: %+v", st)
 	}
-	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrExpired) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token}); !errors.Is(err, lease.ErrExpired) {
 		t.Fatalf("heartbeat after expiry: %v (a lapsed lease must not be revived)", err)
 	}
 	b, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: h.TTLMinutes})
 	if err != nil || !b.TookOverExpired || b.Previous == nil || b.Previous.Token != a.Record.Token || b.Record.Fence <= a.Record.Fence {
 		t.Fatalf("takeover: %+v %v", b, err)
 	}
-	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("the displaced holder's heartbeat: %v", err)
 	}
-	if _, err := s.Release(bg, "k", "conf-a", a.Record.Token); !errors.Is(err, lease.ErrNotOwner) {
+	if _, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token}); !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("the displaced holder's release: %v", err)
 	}
 	if h.Journal != nil {
@@ -215,7 +215,7 @@ func testFencesGrow(t *testing.T, h Harness) {
 		}
 		last = a.Record.Fence
 		if i%2 == 0 {
-			if _, err := s.Release(bg, "k", a.Record.Owner, a.Record.Token); err != nil {
+			if _, err := s.Release(bg, lease.Ref{Kind: "k", Owner: a.Record.Owner, Token: a.Record.Token}); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -302,7 +302,7 @@ func testWait(t *testing.T, h Harness) {
 		t.Fatalf("the waiter did not wait: %v", err)
 	default:
 	}
-	if _, err := s.Release(bg, "k", "conf-a", a.Record.Token); err != nil {
+	if _, err := s.Release(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -348,7 +348,7 @@ func testReplace(t *testing.T, h Harness) {
 	if r.Record.Token == a.Record.Token || r.Record.Owner != "conf-b" || r.Record.Fence <= a.Record.Fence || r.Previous == nil || r.Previous.Token != a.Record.Token {
 		t.Errorf("replacement %+v (previous %+v), fence %d after %d", r.Record, r.Previous, r.Record.Fence, a.Record.Fence)
 	}
-	if _, err := s.Heartbeat(bg, "k", "conf-a", a.Record.Token); err == nil {
+	if _, err := s.Heartbeat(bg, lease.Ref{Kind: "k", Owner: "conf-a", Token: a.Record.Token}); err == nil {
 		t.Error("the replaced holder's heartbeat succeeded")
 	}
 	if st := state(t, s, "k"); st.State != lease.Held || st.Record.Token != r.Record.Token {

@@ -89,9 +89,6 @@ func ParseAlone(grammar any, name string, help map[string]string, args []string,
 	return cmd, false, nil
 }
 
-// Quick is the quick parse alone: the verb, and whether it read args.
-func Quick(grammar any, args []string) (Command, bool) { return quick(grammar, args) }
-
 // MaxMs bounds every millisecond flag (waits, polls, timeouts) at 366
 // days: longer is a mistake, and far longer overflows a time.Duration
 // into an instant timeout.

@@ -67,7 +67,7 @@ var variants = map[string][]edit{
 	}},
 	// jsonfast.go and the marshal methods → encoding/json.
 	"jsonfast": {
-		{fn: "appendJSONString", body: `{ var b []byte; if escapeHTML { b, _ = json.Marshal(s) } else { b, _ = marshalPlain(s) }; return append(dst, b...) }`, imports: []string{"encoding/json"}},
+		{fn: "AppendString", old: "package jsonfast", body: `{ var b bytes.Buffer; enc := json.NewEncoder(&b); enc.SetEscapeHTML(escapeHTML); _ = enc.Encode(s); return append(dst, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...) }`, imports: []string{"bytes", "encoding/json"}},
 		{fn: "guardHolder.marshal", body: `{ b, _ := json.Marshal(h); return b }`, imports: []string{"encoding/json"}},
 		{fn: "fenceMark.marshal", body: `{ b, _ := json.Marshal(m); return b }`, imports: []string{"encoding/json"}},
 	},

@@ -8,6 +8,7 @@
 //
 // [Open] returns a [lease.Store] over a directory; [NewBackend] the
 // backend alone, for a caller that wraps it. The directory is created by
-// the first change, mode 0700 (or 2770 in a group store), and one that
-// another user could have planted is refused ([ErrUnsafeStore]).
+// the first change, mode 0700 (a group store is one made by hand, 2770),
+// and one that another user could have planted is refused
+// ([ErrUnsafeStore]).
 package dirstore

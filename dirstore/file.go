@@ -97,7 +97,7 @@ func (b *Backend) recordPath(kind string) string {
 	return filepath.Join(b.dir, kind+".json")
 }
 
-// Now implements [Backend].
+// Now implements [lease.Backend].
 func (b *Backend) Now() time.Time { return b.clock.Now() }
 
 // judge sets rec.Seen by the clock rule (PROTOCOL §2.3) at this instant.
@@ -115,12 +115,12 @@ func (b *Backend) judge(rec *lease.Record) {
 	rec.Seen = rec.Judge(now, boot)
 }
 
-// Read implements [Backend].
+// Read implements [lease.Backend].
 func (b *Backend) Read(_ context.Context, kind string) (*lease.Record, error) {
 	return b.read(kind)
 }
 
-// Peek implements [Peeker].
+// Peek implements [lease.Peeker].
 func (b *Backend) Peek(_ context.Context, kind string) (*lease.Record, error) {
 	return b.readRecord(kind, false)
 }
@@ -184,7 +184,7 @@ func (b *Backend) remove(kind string) error {
 	return nil
 }
 
-// Update implements [Backend]. On a store directory that does not exist
+// Update implements [lease.Backend]. On a store directory that does not exist
 // yet, fn first runs with no record outside the guard: if it decides to
 // change nothing (a refusal, or a no-op release), nothing is created.
 // Only a change creates the directory and runs fn again under the guard.
@@ -258,7 +258,7 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 	return next, nil
 }
 
-// Names implements [Backend]: every <name>.json in the store whose name does
+// Names implements [lease.Backend]: every <name>.json in the store whose name does
 // not start with a dot.
 func (b *Backend) Names(context.Context) ([]string, error) {
 	entries, err := os.ReadDir(b.dir)
@@ -280,7 +280,7 @@ func (b *Backend) Names(context.Context) ([]string, error) {
 	return names, nil
 }
 
-// Journal implements [Backend]: one JSON line appended with a single write,
+// Journal implements [lease.Backend]: one JSON line appended with a single write,
 // which O_APPEND keeps whole against concurrent appenders.
 func (b *Backend) Journal(_ context.Context, e lease.Event) error {
 	if e.At.IsZero() {

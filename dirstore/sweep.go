@@ -17,7 +17,7 @@ import (
 // (a record being written).
 var temporaryKinds = []string{".new-", ".reaped-", ".release-"}
 
-// Sweep implements [Sweeper]. It takes the store's flock, as reapers do:
+// Sweep implements [lease.Sweeper]. It takes the store's flock, as reapers do:
 // a kind may itself look like a temporary (".guard-a.new-..." is also the
 // guard of kind "a.new-..."), and a dead guard is only ever removed under
 // that lock.

@@ -23,7 +23,7 @@ import (
 // with a dot.
 func waitFileName(kind string) string { return ".wait-" + kind + ".flock" }
 
-// LineUp implements [WaitLiner] with an exclusive flock(2) on kind's wait
+// LineUp implements [lease.WaitLiner] with an exclusive flock(2) on kind's wait
 // file: the waiter holding it is the head. The processes waiting for it
 // block in flock(2), so the kernel wakes one of them when the head leaves
 // and none before: an idle line costs nothing. Within a process the

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Watch implements [Watcher] with inotify on the store directory: the
+// Watch implements [lease.Watcher] with inotify on the store directory: the
 // removal of <kind>.json (a release or a reap) wakes the waiter. Writes are
 // not watched: a record written is a lease taken or refreshed, which frees
 // nothing, and waking every waiter on each of them makes a herd.

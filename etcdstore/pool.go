@@ -622,3 +622,5 @@ func (s *poolBackend) watch(ctx context.Context, slotKinds []string) (pool.Wakeu
 }
 
 var _ pool.BackendProvider = (*Backend)(nil)
+
+var _ pool.EntryWatcher = (*poolBackend)(nil)

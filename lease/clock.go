@@ -170,4 +170,5 @@ func (s *Store) instant() (time.Time, *BootStamp) {
 // WallClock is the wall clock.
 type WallClock struct{}
 
+// Now is time.Now.
 func (WallClock) Now() time.Time { return time.Now() }

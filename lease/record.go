@@ -67,7 +67,7 @@ type Record struct {
 	// writer had one (an additive field, "boot" on disk; see [Record.Judge]).
 	Boot *BootStamp
 	// Fence is the number this incarnation of the lease got at acquire
-	// (see fence.go): it only grows per kind. 0 when the record has none
+	// (see dirstore/fence.go): it only grows per kind. 0 when the record has none
 	// (written by another tool). It is kept beside the record, not in its
 	// file, and not in its JSON either, which stays the file's field for
 	// field: outputs print it beside the record, as "fence".

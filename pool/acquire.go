@@ -151,7 +151,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	// near: the entry could be granted a slot now; front: it is among the
-	// entries rung when the queue moves (bell_unix.go), which re-check at
+	// entries rung when the queue moves (dirstore/dirpool/bell_unix.go), which re-check at
 	// every poll, so a queue change nobody rang (the Node tool's) reaches
 	// them within a poll. The others re-check every backCheck.
 	attempt, near, front, check := true, true, true, false
@@ -209,7 +209,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			}
 			if !watching && !noWait { // not granted, and waiting: from now on, woken
 				var stop func()
-				if ew, ok := p.backend.(entryWatcher); ok {
+				if ew, ok := p.backend.(EntryWatcher); ok {
 					wake, stop = ew.WatchEntry(ctx, e.ID, p.slotKinds())
 				} else {
 					wake, stop = p.backend.Watch(ctx, p.slotKinds())
@@ -285,13 +285,6 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			}
 		}
 	}
-}
-
-// entryWatcher is implemented by states that can wake a waiter for its
-// own entry only (the directory store's bells) instead of on every change
-// of the queue.
-type entryWatcher interface {
-	WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func())
 }
 
 // FrontMargin is how many waiters behind the first len(slots), those that

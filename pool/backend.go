@@ -69,6 +69,27 @@ type Backend interface {
 	Watch(ctx context.Context, slotKinds []string) (w Wakeups, stop func())
 }
 
+// EntryWatcher is implemented by backends that can wake a waiter for its
+// own entry only (the directory store's bells, etcd watches of the
+// entries just ahead) instead of on every change of the queue. Like
+// [Backend.Watch] it never fails: a backend that cannot watch leaves the
+// channels silent, and the waiter polls.
+type EntryWatcher interface {
+	WatchEntry(ctx context.Context, id string, slotKinds []string) (Wakeups, func())
+}
+
+// EntryToucher is implemented by backends that can record a waiter's
+// heartbeat beside the queue in O(1) (the directory store: the access time
+// of its bell, PROTOCOL §6.12), and carry it into the queue whenever they
+// rewrite it. Then a heartbeat rewrites the queue only when no rewrite has
+// carried one for a while, instead of every waiter rewriting the whole
+// queue at each of its heartbeats (N waiters, N rewrites of N entries).
+type EntryToucher interface {
+	// TouchEntry records that entry id's waiter is alive now; false if
+	// the store cannot (the entry has no bell).
+	TouchEntry(id string, now time.Time) bool
+}
+
 // BackendProvider is implemented by lease backends that keep pools' state
 // too (package etcdstore's). [Open] finds it on the store's backend, or
 // through [RegisterProvider].

@@ -535,7 +535,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// Identity names a pool on a host for dirstore.ClaimHostStore: its name and its
+// Identity names a pool on a host for dirpool.ClaimHostStore: its name and its
 // slots (ids, kinds and attributes, the ports and databases they hand
 // out). Two pool files that say the same give the same identity.
 func (c *Config) Identity() string {

@@ -1,8 +1,9 @@
 package pool
 
 // The events of pool.log (docs/PROTOCOL.md §6.9), one name each. The
-// Node tool writes the same names, so they are part of the store's
-// format: never rename one.
+// Node tool writes the same names (the quarantine and probe events are
+// this implementation's alone, PROTOCOL §6.9), so they are part of the
+// store's format: never rename one.
 const (
 	// EventGranted: a slot was handed to a waiter (with its provision outcome).
 	EventGranted = "granted"
@@ -46,4 +47,6 @@ const (
 	EventGrantResetFailed = "grant_reset_failed"
 	// EventGrantHealthFailed: a grant's health check failed.
 	EventGrantHealthFailed = "grant_health_failed"
+	// EventGrantLeaseLostReset: a slot's lease was lost while its reset ran.
+	EventGrantLeaseLostReset = "grant_lease_lost_during_reset"
 )

@@ -228,7 +228,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, "grant_lease_lost_during_reset", err, false)
+		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, EventGrantLeaseLostReset, err, false)
 	case err != nil && ctx.Err() != nil:
 		// The waiter was cancelled mid-provision: give the slot back.
 		if _, rerr := p.store.Release(context.WithoutCancel(ctx), lease.Ref{Kind: s.Kind, Owner: rec.Owner, Token: rec.Token}); rerr != nil {
@@ -246,7 +246,7 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 	// slot may be someone else's: never hand out a grant without its lease.
 	st, err := p.store.Status(ctx, s.Kind)
 	if err != nil || st.State != lease.Held || st.Record.Token != rec.Token {
-		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, "grant_lease_lost_during_reset",
+		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, EventGrantLeaseLostReset,
 			fmt.Errorf("the lease lapsed while the slot was prepared (ttl %v min); raise the ttl", p.ttl), false)
 	}
 	env, fields, err := p.cfg.grantParts(s)

@@ -131,7 +131,7 @@ func newTestPool(t *testing.T, poolJSON string, opts pool.Options) *testPool {
 	storeDir := filepath.Join(root, "store")
 	st, err := dirstore.Open(storeDir, lease.WithClock(clk))
 	if err != nil {
-		t.Fatalf("lease.Open: %v", err)
+		t.Fatalf("dirstore.Open: %v", err)
 	}
 	fr := &fakeRunner{}
 	if opts.ScriptRunner == nil {

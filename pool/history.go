@@ -201,7 +201,7 @@ func (p *Pool) History(ctx context.Context, o HistoryOptions) (*History, error) 
 					sh.Takeovers++
 				}
 			}
-		case failureEvents[e.Event] || e.Event == "grant_lease_lost_during_reset":
+		case failureEvents[e.Event] || e.Event == EventGrantLeaseLostReset:
 			if inWindow {
 				sh.Failures++
 				sh.LastFailure = &HistoryEvent{At: e.At, Event: e.Event, Slot: e.Slot, Owner: e.Owner, Error: e.Error}

@@ -70,7 +70,10 @@ type commands struct {
 }
 
 // Open returns the pool described by cfg over store. It creates nothing on
-// disk; the pool's directory appears with its first write.
+// disk; the pool's directory appears with its first write. Its state is
+// kept by the store's backend (a [BackendProvider], or one found through
+// [RegisterProvider]): a program that opens pools on a directory store
+// must link package dirstore/dirpool, or Open refuses the store.
 func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 	p := &Pool{
 		store: store, cfg: cfg,

@@ -85,7 +85,7 @@ func (p *Pool) logDropped(ctx context.Context, stale []Entry) {
 // is gone. Another owner's entry is refused (lease.ErrNotOwner) and the
 // queue left as it was.
 func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, time.Time, error) {
-	if t, ok := p.backend.(entryToucher); ok {
+	if t, ok := p.backend.(EntryToucher); ok {
 		if pos, at, ok := p.touchEntry(ctx, t, id, owner); ok {
 			return pos, at, nil
 		}
@@ -117,21 +117,9 @@ func (p *Pool) heartbeatEntry(ctx context.Context, id, owner string) (Position, 
 // else: on an [entryToucher], while the entry's stamp in the queue, as far
 // as the waiter knows (stamped), is younger than rewriteAge.
 func (p *Pool) touchOnly(id string, stamped time.Time) bool {
-	t, ok := p.backend.(entryToucher)
+	t, ok := p.backend.(EntryToucher)
 	now := p.now()
 	return ok && now.Sub(stamped) < p.rewriteAge() && t.TouchEntry(id, now)
-}
-
-// entryToucher is implemented by states that can record a waiter's
-// heartbeat beside the queue in O(1) (the directory store: the mtime of
-// its bell, PROTOCOL §6.12), and carry it into the queue whenever they
-// rewrite it. Then a heartbeat rewrites the queue only when no rewrite has
-// carried one for a while, instead of every waiter rewriting the whole
-// queue at each of its heartbeats (N waiters, N rewrites of N entries).
-type entryToucher interface {
-	// TouchEntry records that entry id's waiter is alive now; false if
-	// the store cannot (the entry has no bell).
-	TouchEntry(id string, now time.Time) bool
 }
 
 // touchEntry is the heartbeat of entry id on an entryToucher: a touch,
@@ -140,7 +128,7 @@ type entryToucher interface {
 // (so that a reader of the queue alone, the Node tool, never finds it
 // stale), or when the entry is not found or not owner's: the rewrite then
 // refreshes it, or reports what is wrong.
-func (p *Pool) touchEntry(ctx context.Context, t entryToucher, id, owner string) (Position, time.Time, bool) {
+func (p *Pool) touchEntry(ctx context.Context, t EntryToucher, id, owner string) (Position, time.Time, bool) {
 	now := p.now()
 	if !t.TouchEntry(id, now) {
 		return Position{}, time.Time{}, false

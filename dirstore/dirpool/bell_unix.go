@@ -17,7 +17,7 @@ import (
 // waiter and removed when it stops waiting (or, if it died, when its entry
 // is dropped as stale). Whoever rewrites queue.json rings the bells of the
 // entries that the change moved into, or within, the front of the queue
-// (the first len(slots)+[FrontMargin] entries): those are the waiters whose
+// (the first len(slots)+[pool.FrontMargin] entries): those are the waiters whose
 // turn may have come, or whose position a person may be watching. No one
 // else is woken, and an entry's heartbeat, which moves nobody, rings
 // nothing. The bells are local to this implementation (docs/PROTOCOL.md
@@ -126,3 +126,5 @@ func toRing(prev, next []pool.Entry, window int) []string {
 	}
 	return ids
 }
+
+var _ pool.EntryToucher = (*dirState)(nil)

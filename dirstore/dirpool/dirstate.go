@@ -29,7 +29,7 @@ type statsDoc struct {
 // a queue of thousands of waiters fits many times over.
 const maxStateBytes = 4 << 20
 
-// dirState is a pool's [Backend] on a directory store: the files of
+// dirState is a pool's [pool.Backend] on a directory store: the files of
 // <store>/<name>/ (docs/PROTOCOL.md §6), shared with the Node tool. The
 // queue and the statistics are JSON documents replaced by rename under
 // the queue lock (a lease of the pool's queueLockKind); grants are one
@@ -244,7 +244,7 @@ func (d *dirState) writeJSON(path string, v any) error {
 // ensureDir makes sure dir, the pool's directory or one under it, is a
 // real directory, so nothing written there lands outside the store; the
 // store's directory is made first if missing, and judged safe
-// ([lease.Store.EnsureDir]). It returns the store's permission set, for
+// (the directory store's EnsureDir). It returns the store's permission set, for
 // what is then written there.
 func (d *dirState) ensureDir(dir string) (storefile.Perm, error) {
 	ens, ok := d.h.Store.Backend().(interface{ EnsureDir() (bool, error) })

@@ -55,7 +55,7 @@ func RegistryDir(getenv func(string) string) string {
 // LEASE_STORE or "store" in the pool file named it): two clones of one
 // project each default to a store of their own, and would hand out the
 // same slots. The first store to serve a pool is recorded in registry
-// (see [RegistryDir]); another store is refused with ErrStoreConflict
+// (see [RegistryDir]); another store is refused with [pool.ErrStoreConflict]
 // while the recorded one is still in use: its directory exists and the
 // pool file it was opened from still describes the same pool on the
 // default store. A registration whose store or pool file is gone passes

@@ -239,3 +239,5 @@ func (d *dirState) watchSlots(slotKinds []string, wake func()) (*os.File, error)
 	}()
 	return f, nil
 }
+
+var _ pool.EntryWatcher = (*dirState)(nil)

@@ -28,6 +28,9 @@ type rule struct {
 type budget struct {
 	modules   []string
 	forbidden []rule
+	// required are packages it must link: ones that register themselves
+	// at initialisation, whose absence would only show when used.
+	required []rule
 }
 
 var (
@@ -54,6 +57,9 @@ var (
 	noFIPS = []rule{
 		{"crypto", "token fingerprints are lease/sha256.go's, not crypto/sha256's, which brings the FIPS 140 module (its DRBG, AES-GCM, SHA-3 and SHA-512) and its initialisation", false},
 	}
+	dirPools = []rule{
+		{module + "/dirstore/dirpool", "it opens pools, and a directory store's pools are dirpool's, which registers itself with pool.RegisterProvider: without it pool.Open refuses a directory store", true},
+	}
 	noLibc = []rule{
 		{"os/user", "it links libc through cgo when cgo is on (kong imports it)", true},
 	}
@@ -68,14 +74,17 @@ var budgets = map[string]budget{
 	"pool": {
 		modules:   []string{"github.com/alecthomas/kong", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"},
 		forbidden: slices.Concat(noEtcd, noTop),
+		required:  dirPools,
 	},
 	"pool-run": {
 		modules:   []string{"github.com/alecthomas/kong", "github.com/creack/pty", "github.com/goccy/go-yaml", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"},
 		forbidden: slices.Concat(noEtcd, noTop),
+		required:  dirPools,
 	},
 	"durable-lease-etcd": {
 		modules:   slices.Concat([]string{"github.com/alecthomas/kong", "github.com/creack/pty", "github.com/goccy/go-yaml", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"}, etcdModules),
 		forbidden: noTop,
+		required:  dirPools,
 	},
 	"durable-lease-top": {
 		modules: slices.Concat([]string{"github.com/alecthomas/kong", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"}, etcdModules, []string{
@@ -85,6 +94,7 @@ var budgets = map[string]budget{
 			"github.com/mattn/go-runewidth", "github.com/muesli/ansi", "github.com/muesli/cancelreader", "github.com/muesli/termenv",
 			"github.com/rivo/uniseg", "github.com/xo/terminfo",
 		}),
+		required: dirPools,
 	},
 }
 
@@ -184,6 +194,11 @@ func TestLinkBudgets(t *testing.T) {
 				if !slices.Contains(b.modules, p.Module.Path) {
 					t.Errorf("cmd/%s links %s, of module %s, which its budget does not allow:\n\t%s",
 						cmd, path, p.Module.Path, strings.Join(chain(all, main, path), "\n\t→ "))
+				}
+			}
+			for _, r := range b.required {
+				if all[r.pkg] == nil {
+					t.Errorf("cmd/%s must link %s (%s), yet does not", cmd, r.pkg, r.why)
 				}
 			}
 			for _, r := range b.forbidden {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command firstrandom times the first read of random bytes in a fresh
 // process, the one lease makes, two ways: the raw getrandom(2) system call
 // (lease/random_linux.go) and x/sys/unix's Getrandom, which goes through

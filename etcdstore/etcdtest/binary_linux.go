@@ -26,6 +26,7 @@ func startBinary(t testing.TB, bin string, m *Member, initial, token string, tls
 		"--initial-cluster", initial, "--initial-cluster-token", token,
 		"--initial-cluster-state", "new",
 		"--heartbeat-interval", fmt.Sprint(TickMs), "--election-timeout", fmt.Sprint(ElectionMs),
+		"--bcrypt-cost", fmt.Sprint(BcryptCost),
 		"--logger", "zap", "--log-level", "error", "--log-outputs", "stderr")...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out

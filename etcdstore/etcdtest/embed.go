@@ -31,6 +31,7 @@ func startEmbedded(m *Member, initial, token string, tlsFiles *TLSFiles) (func()
 	cfg.InitialCluster = initial
 	cfg.InitialClusterToken = token
 	cfg.TickMs, cfg.ElectionMs = TickMs, ElectionMs
+	cfg.BcryptCost = BcryptCost
 	cfg.UnsafeNoFsync = true // test data: durability buys nothing
 	cfg.ListenMetricsUrls = nil
 	e, err := embed.StartEtcd(cfg)

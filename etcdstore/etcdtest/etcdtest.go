@@ -34,6 +34,12 @@ const (
 	MinLeaseTTL = time.Second
 )
 
+// BcryptCost is the members' cost of hashing a password (etcd's default
+// is 10): the cheapest there is, since the tests' passwords protect
+// nothing, and under -race an authentication at the default costs about
+// a second of CPU.
+const BcryptCost = 4
+
 // readyTimeout bounds the start of a cluster.
 const readyTimeout = 30 * time.Second
 

@@ -47,7 +47,7 @@ var installed = []string{"lease", "pool", "pool-run", "durable-lease-etcd"}
 // TestScripts runs the scripts on one etcd, each script on a prefix of its
 // own in LEASE_STORE (which the scripts set only under [!etcd]), with the
 // condition etcd true and the installed executables first on PATH.
-func TestMain(m *testing.M) { testrun.Main(m, testrun.Parallel(8)) }
+func TestMain(m *testing.M) { testrun.Main(m) }
 
 func TestScripts(t *testing.T) {
 	if os.Getenv(backendEnv) != "etcd" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 )
 
 // A grammar with every shape quick reads, and some it leaves to kong.
@@ -172,7 +173,7 @@ func TestQuickNearMisses(t *testing.T) {
 			if !check(t, g, s) {
 				t.Errorf("sample %q declined", s)
 			}
-			for _, v := range cliparse.Variants(s) {
+			for _, v := range cliparse.VariantsToCompare(s, testrun.Race) {
 				check(t, g, v)
 			}
 		}

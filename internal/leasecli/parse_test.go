@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	// The lease executable links no kong; its tests compare the quick
 	// parser's reading with kong's.
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse"
@@ -59,7 +60,7 @@ func TestQuickParseIsKongParse(t *testing.T) {
 		if !accepted {
 			t.Errorf("%q is not read the quick way", args)
 		}
-		for _, v := range cliparse.Variants(args) {
+		for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
 			if _, err := cliparse.CompareWithKong(newGrammar, helpVars(), v); err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 )
 
 // hotLines are the command lines a fresh process must read without
@@ -36,7 +37,7 @@ func TestQuickParseIsKongParse(t *testing.T) {
 		if !accepted {
 			t.Errorf("%q is not read the quick way", args)
 		}
-		for _, v := range cliparse.Variants(args) {
+		for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
 			if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
 				t.Fatal(err)
 			}

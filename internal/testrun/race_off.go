@@ -1,0 +1,6 @@
+//go:build !race
+
+package testrun
+
+// Race is true in a test binary built with -race.
+const Race = false

@@ -54,7 +54,7 @@ esac
 for v in $VARIANTS; do
 	mkdir -p "$tmp/src-$v"
 	git -C "$root" archive HEAD | tar -x -C "$tmp/src-$v"
-	(cd "$root" && go run ./bench/twins "$tmp/src-$v" "$v")
+	(cd "$root" && go run ./bench/twins/main.go "$tmp/src-$v" "$v")
 	(cd "$tmp/src-$v" && CGO_ENABLED=0 go build -o "$tmp/$v/" ./cmd/lease)
 done
 

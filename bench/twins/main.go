@@ -1,3 +1,5 @@
+//go:build ignore
+
 // Command twins rewrites a copy of this repository's tree so that one fast
 // twin (or all of them) is replaced by the straightforward code it stands
 // for, for bench/twins.sh, which builds lease from each copy and times

@@ -8,7 +8,7 @@
 // kong (a test of internal/linkbudget holds it to that).
 package leasecli
 
-//go:generate go run ./helpgen -o help_gen.go
+//go:generate go run gen_help.go -o help_gen.go
 
 import (
 	"context"

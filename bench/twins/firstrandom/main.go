@@ -1,4 +1,4 @@
-//go:build linux
+//go:build ignore
 
 // Command firstrandom times the first read of random bytes in a fresh
 // process, the one lease makes, two ways: the raw getrandom(2) system call
@@ -8,7 +8,7 @@
 // medians are printed. Only the call is timed, inside the child, so the
 // cost of starting a process does not blur it.
 //
-//	go run ./bench/twins/firstrandom [RUNS]
+//	go run bench/twins/firstrandom/main.go [RUNS]
 package main
 
 import (

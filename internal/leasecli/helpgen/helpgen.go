@@ -1,19 +1,16 @@
-// Command helpgen writes internal/leasecli/help_gen.go: kong's help for
-// the lease command line, the root's and each verb's, rendered from the
-// grammar in package leasecli, so that the lease executable prints it
-// without linking kong. Run it with go generate ./... after changing the
-// grammar; TestHelpIsUpToDate fails until then.
-//
-//	go run ./internal/leasecli/helpgen -o internal/leasecli/help_gen.go
-package main
+// Package helpgen renders internal/leasecli/help_gen.go: kong's help for
+// the lease command line, the root's and each verb's, from the grammar in
+// package leasecli, so that the lease executable prints it without
+// linking kong. go generate ./... writes it (through gen_help.go, kept out
+// of go install ./... by its build tag) after a change of the grammar;
+// TestHelpIsUpToDate fails until then.
+package helpgen
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"go/format"
 	"io"
-	"os"
 
 	"github.com/alecthomas/kong"
 
@@ -21,21 +18,8 @@ import (
 	"github.com/durable-lease/durable-lease/internal/leasecli"
 )
 
-func main() {
-	out := flag.String("o", "help_gen.go", "the file to write")
-	flag.Parse()
-	src, err := render()
-	if err == nil {
-		err = os.WriteFile(*out, src, 0o644)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helpgen:", err)
-		os.Exit(1)
-	}
-}
-
-// render is help_gen.go as it must read.
-func render() ([]byte, error) {
+// Render is help_gen.go as it must read.
+func Render() ([]byte, error) {
 	topics, err := verbs()
 	if err != nil {
 		return nil, err

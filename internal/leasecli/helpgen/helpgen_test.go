@@ -1,4 +1,4 @@
-package main
+package helpgen
 
 import (
 	"bytes"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestHelpIsUpToDate: help_gen.go is what helpgen writes from the grammar
+// TestHelpIsUpToDate: help_gen.go is what Render writes from the grammar
 // now, so the help the lease executable prints is kong's, verb by verb.
 func TestHelpIsUpToDate(t *testing.T) {
-	want, err := render()
+	want, err := Render()
 	if err != nil {
 		t.Fatal(err)
 	}

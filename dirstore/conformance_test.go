@@ -10,29 +10,20 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/lease/leasetest"
 )
 
-// stepClock is a fake clock that the harness advances.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // TestConformanceDirectory runs the backend conformance suite against the
 // directory store on a fake clock.
 func TestConformanceDirectory(t *testing.T) {
-	clocks := map[*lease.Store]*stepClock{}
+	clocks := map[*lease.Store]*storetest.FakeClock{}
 	var mu sync.Mutex
 	leasetest.Run(t, leasetest.Harness{
 		TTLMinutes: 1,
 		New: func(t *testing.T) *lease.Store {
-			c := &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+			c := storetest.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 			s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(c),
 				lease.WithOwnerPattern(`^conf-[a-z0-9]+$`), lease.WithPollInterval(20*time.Millisecond))
 			if err != nil {
@@ -46,7 +37,7 @@ func TestConformanceDirectory(t *testing.T) {
 		Lapse: func(t *testing.T, s *lease.Store) {
 			mu.Lock()
 			defer mu.Unlock()
-			clocks[s].advance(61 * time.Second)
+			clocks[s].Advance(61 * time.Second)
 		},
 		Journal: func(t *testing.T, s *lease.Store) []lease.Event {
 			f, err := os.Open(filepath.Join(s.Dir(), dirstore.JournalName))

@@ -1,16 +1,16 @@
 package pool_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
+	"github.com/durable-lease/durable-lease/internal/storetest"
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
@@ -18,27 +18,14 @@ import (
 	"github.com/durable-lease/durable-lease/provision"
 )
 
-// fakeClock is a lease.Clock that moves only when told to, so expiry and
-// staleness are tested without sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// The helpers every store test shares (package storetest).
+type fakeClock = storetest.FakeClock
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// t0 is the fake clock's start: millisecond-aligned like stored timestamps.
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+var (
+	t0           = storetest.T0
+	newFakeClock = storetest.NewFakeClock
+	eventsNamed  = storetest.EventsNamed
+)
 
 // call is one command the fake runner was asked to run.
 type call struct {
@@ -127,7 +114,7 @@ func newTestPool(t *testing.T, poolJSON string, opts pool.Options) *testPool {
 	if err != nil {
 		t.Fatalf("LoadFile: %v", err)
 	}
-	clk := &fakeClock{now: t0}
+	clk := newFakeClock(t0)
 	storeDir := filepath.Join(root, "store")
 	st, err := dirstore.Open(storeDir, lease.WithClock(clk))
 	if err != nil {
@@ -211,45 +198,6 @@ func readJSONFile(t *testing.T, path string, v any) {
 	}
 }
 
-// logEvents reads pool.log as a list of JSON objects.
-func logEvents(t *testing.T, dir string) []map[string]any {
-	t.Helper()
-	return jsonLines(t, filepath.Join(dir, pool.LogFile))
-}
-
-func jsonLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// eventsNamed filters journal events by name.
-func eventsNamed(events []map[string]any, name string) []map[string]any {
-	var out []map[string]any
-	for _, e := range events {
-		if e["event"] == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // grantFiles lists the grant files of a pool directory.
 func grantFiles(t *testing.T, dir string) []string {
 	t.Helper()
@@ -276,4 +224,10 @@ func readQueue(p *pool.Pool) []pool.Entry {
 // grantPath is the grant file of request id.
 func grantPath(p *pool.Pool, requestID string) string {
 	return filepath.Join(p.Dir(), pool.GrantsDir, requestID+".json")
+}
+
+// logEvents reads a pool directory's pool.log as JSON objects.
+func logEvents(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	return storetest.JSONLines(t, filepath.Join(dir, pool.LogFile))
 }

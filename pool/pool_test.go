@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
@@ -1097,7 +1098,7 @@ func TestMissedNudgeIsRecoveredByClaim(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	lines := jsonLines(t, filepath.Join(tp.Dir(), pool.NudgesFile))
+	lines := storetest.JSONLines(t, filepath.Join(tp.Dir(), pool.NudgesFile))
 	if len(lines) != 1 {
 		t.Fatalf("nudges.jsonl has %d lines", len(lines))
 	}

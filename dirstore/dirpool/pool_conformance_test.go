@@ -7,30 +7,21 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool/pooltest"
 )
-
-// stepClock is a fake clock that the harness advances.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // TestPoolConformance runs the pool state conformance suite on the
 // directory store, on a fake clock shared by every client of a store.
 func TestPoolConformance(t *testing.T) {
 	var mu sync.Mutex
-	clocks := map[string]*stepClock{}
+	clocks := map[string]*storetest.FakeClock{}
 	open := func(t *testing.T, dir string) *lease.Store {
 		mu.Lock()
 		c := clocks[dir]
 		if c == nil {
-			c = &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+			c = storetest.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 			clocks[dir] = c
 		}
 		mu.Unlock()
@@ -49,7 +40,7 @@ func TestPoolConformance(t *testing.T) {
 		Pass: func(t *testing.T, s *lease.Store, d time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
-			clocks[s.Dir()].advance(d)
+			clocks[s.Dir()].Advance(d)
 		},
 		Margin: time.Millisecond,
 	})

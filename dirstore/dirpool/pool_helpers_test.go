@@ -1,20 +1,26 @@
 package dirpool
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/provision"
+)
+
+// The helpers every store test shares (package storetest).
+type fakeClock = storetest.FakeClock
+
+var (
+	t0           = storetest.T0
+	newFakeClock = storetest.NewFakeClock
+	eventsNamed  = storetest.EventsNamed
 )
 
 // The tests of a pool's files: a pool over a fresh directory store, on a
@@ -57,7 +63,7 @@ func newTestPool(t *testing.T, poolJSON string, opts pool.Options) *testPool {
 	t.Helper()
 	root := t.TempDir()
 	cfg := writePoolFile(t, root, poolJSON)
-	clk := &fakeClock{now: t0}
+	clk := newFakeClock(t0)
 	storeDir := filepath.Join(root, "store")
 	st, err := dirstore.Open(storeDir, lease.WithClock(clk))
 	if err != nil {
@@ -119,54 +125,5 @@ func must(t *testing.T, err error) {
 // logEvents reads a pool directory's pool.log as JSON objects.
 func logEvents(t *testing.T, dir string) []map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, pool.LogFile))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("pool.log: bad line %q: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// fakeClock is a lease.Clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// t0 is the fake clock's start: millisecond-aligned like stored timestamps.
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
-
-// eventsNamed filters log events by name.
-func eventsNamed(events []map[string]any, name string) []map[string]any {
-	var out []map[string]any
-	for _, e := range events {
-		if e["event"] == name {
-			out = append(out, e)
-		}
-	}
-	return out
+	return storetest.JSONLines(t, filepath.Join(dir, pool.LogFile))
 }

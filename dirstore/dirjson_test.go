@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/durable-lease/durable-lease/internal/storetest"
 )
 
 func TestHolderMarshalMatchesEncodingJSON(t *testing.T) {
 	hs := []guardHolder{{}, {ID: "x", PID: 1}, selfHolder(), {ID: "<&>", PID: -3, Host: "h\u2028", Boot: "b\xff", PIDNS: "pid:[1]", Start: math.MaxUint64, Lock: true}}
-	for _, s := range jsonStrings()[:60] {
+	for _, s := range storetest.JSONStrings()[:60] {
 		hs = append(hs, guardHolder{ID: s, Host: s, PIDNS: s, Lock: len(s)%2 == 0, Start: uint64(len(s))})
 	}
 	for _, h := range hs {

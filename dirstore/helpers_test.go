@@ -3,7 +3,6 @@ package dirstore
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,24 +86,6 @@ func realStore(t *testing.T) (*lease.Store, *Backend) {
 		t.Fatal(err)
 	}
 	return s, b
-}
-
-// jsonStrings are strings that exercise every escape of encoding/json.
-func jsonStrings() []string {
-	s := []string{"", "a", "agent-7", `"quoted"`, `back\slash`, "<tag>&amp;", "line\nbreak\r\t\b\f", "\x00\x01\x1f\x7f",
-		"caf\u00e9", "\u2028\u2029", "bad \xff utf8 \xc3", "emoji \U0001F600", "mixed <\u2028\xfe\"\\>"}
-	for c := 0; c < 256; c++ {
-		s = append(s, string([]byte{byte(c)}), "x"+string([]byte{byte(c)})+"y")
-	}
-	r := rand.New(rand.NewPCG(3, 4))
-	for n := 0; n < 500; n++ {
-		b := make([]byte, r.IntN(12))
-		for i := range b {
-			b[i] = byte(r.UintN(256))
-		}
-		s = append(s, string(b))
-	}
-	return s
 }
 
 // journalEvents reads the store's reaped.log as generic JSON objects.

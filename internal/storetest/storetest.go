@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -127,4 +128,22 @@ func EventsNamed(events []map[string]any, name string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// JSONStrings are strings that exercise every escape of encoding/json.
+func JSONStrings() []string {
+	s := []string{"", "a", "agent-7", `"quoted"`, `back\slash`, "<tag>&amp;", "line\nbreak\r\t\b\f", "\x00\x01\x1f\x7f",
+		"caf\u00e9", "\u2028\u2029", "bad \xff utf8 \xc3", "emoji \U0001F600", "mixed <\u2028\xfe\"\\>"}
+	for c := 0; c < 256; c++ {
+		s = append(s, string([]byte{byte(c)}), "x"+string([]byte{byte(c)})+"y")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 500; n++ {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		s = append(s, string(b))
+	}
+	return s
 }

@@ -1,0 +1,339 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/lease"
+	"github.com/durable-lease/durable-lease/lease/leasetest"
+)
+
+func TestMain(m *testing.M) { testrun.Main(m) }
+
+var bg = context.Background()
+
+const ttlMinutes = 1.0
+
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testrun.Missing(t, "git is not installed (apt-get install git)")
+	}
+}
+
+// bareRepo makes an empty bare repository and returns its path.
+func bareRepo(t *testing.T) string {
+	t.Helper()
+	needGit(t)
+	dir := filepath.Join(t.TempDir(), "leases.git")
+	if out, err := exec.Command("git", "init", "--quiet", "--bare", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	return dir
+}
+
+// daemon serves base over git:// on loopback and returns the URL prefix.
+func daemon(t *testing.T, base string) string {
+	t.Helper()
+	needGit(t)
+	exe, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(exe)), "git-daemon")); err != nil {
+		testrun.Missing(t, "git-daemon is not installed (apt-get install git-daemon-run, or a git with git-daemon)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
+		"--base-path="+base, "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), base)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 200 {
+			t.Fatalf("git daemon did not listen on %s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "git://" + addr
+}
+
+type harness struct {
+	clock *storetest.FakeClock
+	url   func() string
+}
+
+func (h *harness) backend(t *testing.T, url string) *Backend {
+	t.Helper()
+	b, err := NewBackend(url, h.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func (h *harness) store(t *testing.T, b *Backend) *lease.Store {
+	t.Helper()
+	s, err := lease.New(b, lease.WithClock(h.clock), lease.WithOwnerPattern(`^conf-[a-z0-9]+$`), lease.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func run(t *testing.T, url func() string) {
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0), url: url}
+	backends := map[*lease.Store]*Backend{}
+	var mu sync.Mutex
+	ttl := time.Duration(ttlMinutes * float64(time.Minute))
+	leasetest.Run(t, leasetest.Harness{
+		TTLMinutes: ttlMinutes,
+		New: func(t *testing.T) *lease.Store {
+			b := h.backend(t, h.url())
+			s := h.store(t, b)
+			mu.Lock()
+			backends[s] = b
+			mu.Unlock()
+			return s
+		},
+		Lapse: func(t *testing.T, s *lease.Store) { h.clock.Advance(ttl + Margin(ttl) + time.Second) },
+		Journal: func(t *testing.T, s *lease.Store) []lease.Event {
+			mu.Lock()
+			b := backends[s]
+			mu.Unlock()
+			ev, err := b.Events(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		},
+	})
+}
+
+func TestConformanceFile(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	run(t, func() string {
+		return "git+file://" + bareRepo(t) + fmt.Sprintf("#s%d", n.Add(1))
+	})
+}
+
+func TestConformanceDaemon(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	prefix := daemon(t, base)
+	var n atomic.Int64
+	run(t, func() string { return "git+" + prefix + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
+}
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []struct{ in, remote, ns string }{
+		{"git+file:///srv/leases.git", "file:///srv/leases.git", "default"},
+		{"git+git://host/repo.git#ci", "git://host/repo.git", "ci"},
+		{"git+ssh://git@host/org/repo.git#merge-baton", "ssh://git@host/org/repo.git", "merge-baton"},
+		{"git+https://github.com/org/repo.git", "https://github.com/org/repo.git", "default"},
+		{"git+git@host:org/repo.git", "git@host:org/repo.git", "default"},
+	} {
+		loc, err := ParseURL(ok.in)
+		if err != nil || loc.Remote != ok.remote || loc.Namespace != ok.ns {
+			t.Errorf("ParseURL(%q) = %+v, %v", ok.in, loc, err)
+		}
+	}
+	for _, bad := range []string{
+		"file:///srv/leases.git", "git+", "git+file:///x#", "git+file:///x#../a", "git+file:///x#A", "git+-upload-pack=evil",
+		"git+ftp://host/x",
+	} {
+		if _, err := ParseURL(bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	for _, cred := range []string{
+		"git+https://user:s3cret@github.com/org/repo.git",
+		"git+https://ghp_s3cret@github.com/org/repo.git",
+		"git+ssh://git:s3cret@host/repo.git",
+		"git+https://host/repo.git?access_token=s3cret",
+		"git+user:s3cret@host:repo.git",
+	} {
+		_, err := ParseURL(cred)
+		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "credential helper") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseURL(%q) = %v, want a refusal naming the credential helper and not the secret", cred, err)
+		}
+	}
+}
+
+// TestRaceAcquire: backends of their own (as separate processes would
+// be) race for one kind; exactly one wins.
+func TestRaceAcquire(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	const n = 8
+	stores := make([]*lease.Store, n)
+	for i := range stores {
+		stores[i] = h.store(t, h.backend(t, url))
+	}
+	var wg sync.WaitGroup
+	var won atomic.Int64
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Acquire(bg, lease.Request{Kind: "race", Owner: fmt.Sprintf("conf-r%d", i), TTLMinutes: ttlMinutes})
+			switch {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, lease.ErrHeld):
+				t.Errorf("racer %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d winners, want 1", won.Load())
+	}
+}
+
+// TestPatience: a record another process wrote is held when first seen,
+// and expired only after this process watched it unchanged for TTL+margin.
+func TestPatience(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	sa, sb := h.store(t, h.backend(t, url)), h.store(t, h.backend(t, url))
+	a, err := sa.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := time.Minute
+	h.clock.Advance(2 * ttl) // b has not looked yet: its watch starts now
+	if st, err := sb.Status(bg, "k"); err != nil || st.State != lease.Held {
+		t.Fatalf("first sight: %+v %v, want held", st, err)
+	}
+	if st, _ := sa.Status(bg, "k"); st.State != lease.Unknown {
+		t.Fatalf("the holder's own view after 2 TTLs: %s, want unknown", st.State)
+	}
+	h.clock.Advance(ttl)
+	if st, _ := sb.Status(bg, "k"); st.State != lease.Held {
+		t.Fatalf("watched for the TTL only: %s, want held", st.State)
+	}
+	h.clock.Advance(Margin(ttl) + time.Second)
+	if st, _ := sb.Status(bg, "k"); st.State != lease.Unknown {
+		t.Fatalf("watched past TTL+margin: %s, want unknown", st.State)
+	}
+	got, err := sb.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: ttlMinutes})
+	if err != nil || !got.TookOverExpired || got.Previous == nil || got.Previous.Token != a.Record.Token || got.Record.Fence != a.Record.Fence+1 {
+		t.Fatalf("takeover: %+v %v", got, err)
+	}
+	if _, err := sa.Heartbeat(bg, a.Record.Ref()); err == nil {
+		t.Fatal("the displaced holder's heartbeat succeeded (revival)")
+	}
+	ev, err := h.backend(t, url).Events(bg)
+	if err != nil || len(ev) == 0 || ev[len(ev)-1].Event != lease.EventTakeover || ev[len(ev)-1].Previous == nil || ev[len(ev)-1].Previous.Token != a.Record.Token {
+		t.Fatalf("journal %+v %v: want the takeover with the previous record", ev, err)
+	}
+}
+
+// TestLostReply: a push whose reply is lost is settled by reading the ref
+// again: the write that landed is a win, not an error nor a resend.
+func TestLostReply(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, url)
+	var lost atomic.Int64
+	b.afterPush = func(err error) error {
+		if err == nil && lost.Add(1) == 1 {
+			return errors.New("connection reset after sending")
+		}
+		return err
+	}
+	s := h.store(t, b)
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil || a.Record.Fence != 1 {
+		t.Fatalf("acquire with a lost reply: %+v %v", a, err)
+	}
+	if lost.Load() != 1 {
+		t.Fatalf("%d pushes, want 1 (no resend)", lost.Load())
+	}
+	if st, err := s.Status(bg, "k"); err != nil || st.State != lease.Held || st.Record.Token != a.Record.Token {
+		t.Fatalf("after: %+v %v", st, err)
+	}
+}
+
+// TestTombstoneKeepsFence: a release leaves a tombstone commit; the kind
+// reads as free and is not listed, and the next fence is larger.
+func TestTombstoneKeepsFence(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	s := h.store(t, h.backend(t, url))
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(bg, a.Record.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := h.backend(t, url)
+	if names, err := b2.Names(bg); err != nil || len(names) != 0 {
+		t.Fatalf("names after release: %v %v", names, err)
+	}
+	s2 := h.store(t, b2)
+	c, err := s2.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-c", TTLMinutes: ttlMinutes})
+	if err != nil || c.Record.Fence != a.Record.Fence+1 {
+		t.Fatalf("reacquire: %+v %v", c, err)
+	}
+	dir := strings.TrimPrefix(url, "git+file://")
+	out, err := exec.Command("git", "--git-dir="+dir, "rev-list", "--count", "refs/durable-lease/default/leases/k").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "3" {
+		t.Fatalf("history of the ref: %q %v, want 3 commits", out, err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	start := time.Now()
+	_, _, err = Open(bg, "git+git://"+addr+"/none.git")
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("open of a closed port: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > CallTimeout {
+		t.Fatalf("took %s", d)
+	}
+}

@@ -139,6 +139,7 @@ type Backend struct {
 
 	mu   sync.Mutex
 	seen map[string]time.Time // tip commit -> first time seen (patience rule)
+	tips map[string]string    // kind -> the tip last judged, to forget superseded ones
 	own  map[string]time.Time // our confirmed commits -> send time
 
 	// afterPush, in tests, runs after a push and may replace its result
@@ -160,7 +161,7 @@ func NewBackend(url string, clock lease.Clock) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
 	}
-	b := &Backend{loc: loc, clock: clock, scratch: dir, seen: map[string]time.Time{}, own: map[string]time.Time{}}
+	b := &Backend{loc: loc, clock: clock, scratch: dir, seen: map[string]time.Time{}, tips: map[string]string{}, own: map[string]time.Time{}}
 	if _, err := b.git(context.Background(), nil, "init", "--quiet", "--bare", dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
@@ -357,18 +358,24 @@ func (b *Backend) load(ctx context.Context, kind string) (tip, error) {
 	}
 	t.rec = lease.DecodeRecord(kind, data)
 	t.rec.Fence = t.fence
-	t.rec.Seen = b.judge(sha, t.rec)
+	t.rec.Seen = b.judge(kind, sha, t.rec)
 	return t, nil
 }
 
 // judge applies the patience rule to the record at commit sha.
-func (b *Backend) judge(sha string, r *lease.Record) lease.Liveness {
+func (b *Backend) judge(kind, sha string, r *lease.Record) lease.Liveness {
 	if r.Corrupt {
 		return lease.Liveness{Rule: lease.RuleCorrupt}
 	}
 	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if old, ok := b.tips[kind]; ok && old != sha {
+		// A ref only moves forward: the old tip is never the tip again.
+		delete(b.seen, old)
+		delete(b.own, old)
+	}
+	b.tips[kind] = sha
 	if sent, ok := b.own[sha]; ok {
 		exp := sent.Add(r.TTL())
 		return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}

@@ -337,3 +337,33 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("took %s", d)
 	}
 }
+
+// TestMalformedIsUnknown: a tip whose record cannot be read is unknown,
+// never free, and is listed.
+func TestMalformedIsUnknown(t *testing.T) {
+	t.Parallel()
+	dir := bareRepo(t)
+	git := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + dir}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := git("{not json", "hash-object", "-w", "--stdin")
+	tree := git("100644 blob "+blob+"\trecord.json\n", "mktree")
+	c := git("bad\n", "commit-tree", tree, "-F", "-")
+	git("", "update-ref", "refs/durable-lease/default/leases/k", c)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, "git+file://"+dir)
+	s := h.store(t, b)
+	if st, err := s.Status(bg, "k"); err != nil || st.State != lease.Unknown {
+		t.Fatalf("status of a malformed record: %+v %v, want unknown", st, err)
+	}
+	if names, err := b.Names(bg); err != nil || len(names) != 1 || names[0] != "k" {
+		t.Fatalf("names: %v %v", names, err)
+	}
+}

@@ -136,6 +136,7 @@ type Backend struct {
 	clock   lease.Clock
 	scratch string
 	seq     atomic.Int64
+	timeout time.Duration // per git call: CallTimeout
 
 	mu   sync.Mutex
 	seen map[string]time.Time // tip commit -> first time seen (patience rule)
@@ -161,7 +162,7 @@ func NewBackend(url string, clock lease.Clock) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
 	}
-	b := &Backend{loc: loc, clock: clock, scratch: dir, seen: map[string]time.Time{}, tips: map[string]string{}, own: map[string]time.Time{}}
+	b := &Backend{loc: loc, clock: clock, scratch: dir, timeout: CallTimeout, seen: map[string]time.Time{}, tips: map[string]string{}, own: map[string]time.Time{}}
 	if _, err := b.git(context.Background(), nil, "init", "--quiet", "--bare", dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
@@ -244,12 +245,13 @@ type gitError struct {
 	args    string
 	stderr  string
 	timeout bool
+	bound   time.Duration
 	err     error
 }
 
 func (e *gitError) Error() string {
 	if e.timeout {
-		return fmt.Sprintf("git %s: no answer within %s", e.args, CallTimeout)
+		return fmt.Sprintf("git %s: no answer within %s", e.args, e.bound)
 	}
 	return fmt.Sprintf("git %s: %v: %s", e.args, e.err, strings.TrimSpace(e.stderr))
 }
@@ -260,7 +262,7 @@ func redact(s string) string { return credRE.ReplaceAllString(s, "${1}***@") }
 
 // git runs git in the scratch repository with stdin, under CallTimeout.
 func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	allow := "never"
 	if b.loc.File {
@@ -275,6 +277,7 @@ func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte
 	} else {
 		cmd.Env = scrubbedEnv()
 	}
+	ownGroup(cmd)
 	cmd.WaitDelay = time.Second
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -284,7 +287,7 @@ func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte
 	err := cmd.Run()
 	if err != nil {
 		name := args[0]
-		return out.Bytes(), &gitError{args: name, stderr: redact(errb.String()), timeout: ctx.Err() != nil, err: err}
+		return out.Bytes(), &gitError{args: name, stderr: redact(errb.String()), timeout: ctx.Err() != nil, bound: b.timeout, err: err}
 	}
 	return out.Bytes(), nil
 }
@@ -401,9 +404,7 @@ func (b *Backend) Read(ctx context.Context, kind string) (*lease.Record, error) 
 // Names lists the kinds that have a record (tombstones are no record).
 func (b *Backend) Names(ctx context.Context) ([]string, error) {
 	prefix := "refs/durable-lease/" + b.loc.Namespace + "/leases/"
-	ctx2, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	out, err := b.git(ctx2, nil, "ls-remote", "--refs", "--", b.loc.Remote, prefix+"*")
+	out, err := b.git(ctx, nil, "ls-remote", "--refs", "--", b.loc.Remote, prefix+"*")
 	if err != nil {
 		return nil, b.unreachable("list", err)
 	}

@@ -367,3 +367,35 @@ func TestMalformedIsUnknown(t *testing.T) {
 		t.Fatalf("names: %v %v", names, err)
 	}
 }
+
+// TestSilentRemote: a remote that accepts the connection and never
+// answers is unavailable once the call's bound is up, and git is killed.
+func TestSilentRemote(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, "git+git://"+l.Addr().String()+"/x.git")
+	b.timeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err = b.Names(bg)
+	if !errors.Is(err, lease.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("names on a silent remote: %v, want ErrUnavailable after the bound", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %s", d)
+	}
+}

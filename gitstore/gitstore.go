@@ -330,14 +330,24 @@ func (b *Backend) load(ctx context.Context, kind string) (tip, error) {
 		return tip{}, err
 	}
 	t := tip{sha: sha}
-	ls, err := b.git(ctx, nil, "ls-tree", "-z", sha)
+	ls, err := b.git(ctx, nil, "ls-tree", "-z", "-l", sha)
 	if err != nil {
 		return t, fmt.Errorf("gitstore: %s: %w", kind, err)
 	}
+	// The tip is untrusted: anyone who can push may have put it there.
+	// A blob larger than a record may be is never read, and a fence
+	// that is missing or not a positive number makes the record
+	// unknown, so a planted tip can neither exhaust memory nor rewind
+	// the kind's fence.
 	files := map[string]string{}
+	oversized := false
 	for _, ent := range strings.Split(string(ls), "\x00") {
 		meta, name, ok := strings.Cut(ent, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
+		if f := strings.Fields(meta); ok && len(f) == 4 && f[1] == "blob" {
+			if n, err := strconv.ParseInt(f[3], 10, 64); err != nil || n > lease.MaxRecordBytes {
+				oversized = true
+				continue
+			}
 			files[name] = f[2]
 		}
 	}
@@ -349,15 +359,21 @@ func (b *Backend) load(ctx context.Context, kind string) (tip, error) {
 		data, err := b.git(ctx, nil, "cat-file", "blob", id)
 		return data, err == nil
 	}
+	fenceOK := false
 	if data, ok := blob("fence"); ok {
-		t.fence, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		f, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err == nil && f > 0 {
+			t.fence, fenceOK = f, true
+		}
 	}
-	if _, released := files["released"]; released {
+	if _, released := files["released"]; released && fenceOK && !oversized {
 		return t, nil
 	}
-	data, ok := blob("record.json")
-	if !ok {
-		data = nil
+	var data []byte
+	if fenceOK && !oversized {
+		if d, ok := blob("record.json"); ok {
+			data = d
+		}
 	}
 	t.rec = lease.DecodeRecord(kind, data)
 	t.rec.Fence = t.fence

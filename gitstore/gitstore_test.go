@@ -353,18 +353,32 @@ func TestMalformedIsUnknown(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	blob := git("{not json", "hash-object", "-w", "--stdin")
-	tree := git("100644 blob "+blob+"\trecord.json\n", "mktree")
-	c := git("bad\n", "commit-tree", tree, "-F", "-")
-	git("", "update-ref", "refs/durable-lease/default/leases/k", c)
+	good := `{"v":1,"kind":"k","owner":"conf-a","token":"t","pid":1,"host":"h","acquiredAt":"2026-01-01T00:00:00.000Z","heartbeatAt":"2026-01-01T00:00:00.000Z","ttlMs":60000}`
+	tips := map[string][][2]string{
+		"notjson":   {{"fence", "1\n"}, {"record.json", "{not json"}},
+		"nofence":   {{"record.json", good}},
+		"badfence":  {{"fence", "x\n"}, {"released", "\n"}},
+		"zerofence": {{"fence", "0\n"}, {"released", "\n"}},
+		"huge":      {{"fence", "1\n"}, {"record.json", good[:len(good)-1] + `,"pad":"` + strings.Repeat("x", lease.MaxRecordBytes) + `"}`}},
+	}
+	for kind, files := range tips {
+		tree := ""
+		for _, f := range files {
+			tree += "100644 blob " + git(f[1], "hash-object", "-w", "--stdin") + "\t" + f[0] + "\n"
+		}
+		c := git("bad\n", "commit-tree", git(tree, "mktree"), "-F", "-")
+		git("", "update-ref", "refs/durable-lease/default/leases/"+kind, c)
+	}
 	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
 	b := h.backend(t, "git+file://"+dir)
 	s := h.store(t, b)
-	if st, err := s.Status(bg, "k"); err != nil || st.State != lease.Unknown {
-		t.Fatalf("status of a malformed record: %+v %v, want unknown", st, err)
+	for kind := range tips {
+		if st, err := s.Status(bg, kind); err != nil || st.State != lease.Unknown {
+			t.Errorf("status of %s: %+v %v, want unknown", kind, st, err)
+		}
 	}
-	if names, err := b.Names(bg); err != nil || len(names) != 1 || names[0] != "k" {
-		t.Fatalf("names: %v %v", names, err)
+	if names, err := b.Names(bg); err != nil || len(names) != len(tips) {
+		t.Fatalf("names: %v %v, want all %d planted kinds", names, err, len(tips))
 	}
 }
 

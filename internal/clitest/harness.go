@@ -109,6 +109,7 @@ func Params(dir string) testscript.Params {
 			"jsonenv":   cmdJSONEnv,
 			"jsondelta": cmdJSONDelta,
 			"sleep":     cmdSleep,
+			"await":     cmdAwait,
 			"stamp":     cmdStamp,
 			// snapshot writes what the store holds as the directory
 			// store's files under $WORK/store, for the assertions that
@@ -167,6 +168,54 @@ func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
 	d, err := time.ParseDuration(args[0])
 	ts.Check(err)
 	time.Sleep(d)
+}
+
+// awaitTimeout bounds an await: far beyond any wait a healthy run has, so
+// only a real failure (the event never comes) reaches it, even on a host
+// loaded by other work.
+const awaitTimeout = 60 * time.Second
+
+// cmdAwait waits for an event instead of sleeping for a guessed time:
+// await [-timeout DURATION] PATTERN PROGRAM [ARGS...] runs PROGRAM again
+// and again (it must only read) until its stdout matches the regular
+// expression PATTERN, whatever its exit status, and keeps that run's
+// stdout and stderr for the commands that follow, as exec does. It fails
+// with the last output if the timeout (default 60s) passes first.
+func cmdAwait(ts *testscript.TestScript, neg bool, args []string) {
+	const usage = "usage: await [-timeout DURATION] PATTERN PROGRAM [ARGS...]"
+	if neg {
+		ts.Fatalf("unsupported: ! await")
+	}
+	timeout := awaitTimeout
+	if len(args) >= 2 && args[0] == "-timeout" {
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		timeout, args = d, args[2:]
+	}
+	if len(args) < 2 {
+		ts.Fatalf(usage)
+	}
+	re, err := regexp.Compile(args[0])
+	ts.Check(err)
+	deadline := time.Now().Add(timeout)
+	pause := 10 * time.Millisecond
+	for {
+		err := ts.Exec(args[1], args[2:]...)
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			ts.Fatalf("await: %v", err)
+		}
+		out := ts.ReadFile("stdout")
+		if re.MatchString(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("await: no match for %q from %s within %v; last stdout:\n%s\nlast stderr:\n%s",
+				args[0], strings.Join(args[1:], " "), timeout, out, ts.ReadFile("stderr"))
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 200*time.Millisecond)
+	}
 }
 
 // cmdOneJSON asserts stdout is exactly one JSON object followed by a

@@ -19,12 +19,14 @@
 //
 // The git protocol carries no server time and committer dates are the
 // client's say-so, so liveness never depends on them. A holder counts its
-// TTL from the send time of its own confirmed write, on the store's clock
-// (monotonic for the real clock). Any other process counts from the moment
-// it first saw the tip commit: a record is live until that process has
+// TTL from the send time of its own confirmed write, on the host's boot
+// clock where it has one. Any other process counts from the moment
+// its host first saw the tip commit: a record is live until the host has
 // watched the same tip unchanged for longer than the TTL plus a margin
-// ([Margin]). A record seen for the first time is therefore held, never
-// free, and an unreadable one is unknown. The cost: a takeover of a dead
+// ([Margin]). Those moments outlive the process in a state file per
+// store under the user's cache directory ([WithStateDir]), so a
+// contender's watch spans its CLI calls. A record seen for the first
+// time is therefore held, never free, and an unreadable one is unknown. The cost: a takeover of a dead
 // holder may take up to about two TTLs (the holder's last TTL plus the
 // contender's own watch when it arrives late), and the rule assumes that
 // clocks run at about the same rate, not that they agree.
@@ -43,7 +45,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -138,31 +139,56 @@ type Backend struct {
 	seq     atomic.Int64
 	timeout time.Duration // per git call: CallTimeout
 
-	mu   sync.Mutex
-	seen map[string]time.Time // tip commit -> first time seen (patience rule)
-	tips map[string]string    // kind -> the tip last judged, to forget superseded ones
-	own  map[string]time.Time // our confirmed commits -> send time
+	obs *observations // the host's sightings (patience rule)
 
 	// afterPush, in tests, runs after a push and may replace its result
 	// (a lost reply).
 	afterPush func(err error) error
 }
 
+// Option configures a [Backend].
+type Option func(*config)
+
+type config struct {
+	stateDir    string
+	stateDirSet bool
+}
+
+// WithStateDir keeps the host's sightings of tips (see the package
+// documentation) in dir, which is created private if missing and must
+// belong to the user and be writable by no one else; "" keeps them in
+// memory, for this process alone. Without it they are kept in
+// [DefaultStateDir] with the real clock and in memory with any other.
+func WithStateDir(dir string) Option {
+	return func(c *config) { c.stateDir, c.stateDirSet = dir, true }
+}
+
 // NewBackend parses url and makes a backend with a private scratch
 // repository. It does not contact the remote.
-func NewBackend(url string, clock lease.Clock) (*Backend, error) {
+func NewBackend(url string, clock lease.Clock, opts ...Option) (*Backend, error) {
 	loc, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if clock == nil {
 		clock = lease.WallClock{}
+	}
+	if _, real := clock.(lease.WallClock); real && !cfg.stateDirSet {
+		cfg.stateDir, _ = DefaultStateDir() // none: memory only
+	}
+	obs := &observations{store: loc.String(), clock: clock}
+	if cfg.stateDir != "" {
+		obs.path = stateFile(cfg.stateDir, obs.store)
 	}
 	dir, err := os.MkdirTemp("", "gitstore-")
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
 	}
-	b := &Backend{loc: loc, clock: clock, scratch: dir, timeout: CallTimeout, seen: map[string]time.Time{}, tips: map[string]string{}, own: map[string]time.Time{}}
+	b := &Backend{loc: loc, clock: clock, scratch: dir, timeout: CallTimeout, obs: obs}
 	if _, err := b.git(context.Background(), nil, "init", "--quiet", "--bare", dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
@@ -386,25 +412,12 @@ func (b *Backend) judge(kind, sha string, r *lease.Record) lease.Liveness {
 	if r.Corrupt {
 		return lease.Liveness{Rule: lease.RuleCorrupt}
 	}
+	seenAgo, sentAgo, own := b.obs.observe(kind, sha)
 	now := b.clock.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if old, ok := b.tips[kind]; ok && old != sha {
-		// A ref only moves forward: the old tip is never the tip again.
-		delete(b.seen, old)
-		delete(b.own, old)
+	exp := now.Add(r.TTL() + Margin(r.TTL()) - seenAgo)
+	if own {
+		exp = now.Add(r.TTL() - sentAgo)
 	}
-	b.tips[kind] = sha
-	if sent, ok := b.own[sha]; ok {
-		exp := sent.Add(r.TTL())
-		return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}
-	}
-	first, ok := b.seen[sha]
-	if !ok {
-		first = now
-		b.seen[sha] = now
-	}
-	exp := first.Add(r.TTL() + Margin(r.TTL()))
 	return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}
 }
 
@@ -622,7 +635,7 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, ch lease.Change
 	if len(ps) == 0 {
 		return nil, true, nil
 	}
-	sent := b.Now()
+	sent, sentStamp := b.Now(), b.obs.now()
 	err := b.push(ctx, ps)
 	if errors.Is(err, errLost) {
 		return nil, false, nil
@@ -643,9 +656,7 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, ch lease.Change
 	if rec == nil {
 		return nil, true, nil
 	}
-	b.mu.Lock()
-	b.own[lc] = sent
-	b.mu.Unlock()
+	b.obs.confirm(kind, lc, sentStamp)
 	rec.Fence = fence
 	rec.Seen = lease.Liveness{Live: true, ExpiresAt: sent.Add(rec.TTL()), Rule: RulePatience}
 	return rec, true, nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/gitstore/gittest"
 	"github.com/durable-lease/durable-lease/internal/storetest"
 	"github.com/durable-lease/durable-lease/internal/testrun"
 	"github.com/durable-lease/durable-lease/lease"
@@ -26,61 +27,7 @@ var bg = context.Background()
 
 const ttlMinutes = 1.0
 
-func needGit(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		testrun.Missing(t, "git is not installed (apt-get install git)")
-	}
-}
-
-// bareRepo makes an empty bare repository and returns its path.
-func bareRepo(t *testing.T) string {
-	t.Helper()
-	needGit(t)
-	dir := filepath.Join(t.TempDir(), "leases.git")
-	if out, err := exec.Command("git", "init", "--quiet", "--bare", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	return dir
-}
-
-// daemon serves base over git:// on loopback and returns the URL prefix.
-func daemon(t *testing.T, base string) string {
-	t.Helper()
-	needGit(t)
-	exe, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(exe)), "git-daemon")); err != nil {
-		testrun.Missing(t, "git-daemon is not installed (apt-get install git-daemon-run, or a git with git-daemon)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
-		"--base-path="+base, "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), base)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for i := 0; ; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 200 {
-			t.Fatalf("git daemon did not listen on %s", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return "git://" + addr
-}
+func bareRepo(t *testing.T) string { return gittest.BareRepo(t) }
 
 type harness struct {
 	clock *storetest.FakeClock
@@ -149,7 +96,7 @@ func TestConformanceDaemon(t *testing.T) {
 	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
-	prefix := daemon(t, base)
+	prefix, _ := gittest.Daemon(t, base)
 	var n atomic.Int64
 	run(t, func() string { return "git+" + prefix + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
 }
@@ -321,7 +268,7 @@ func TestTombstoneKeepsFence(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
-	needGit(t)
+	gittest.NeedGit(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +333,7 @@ func TestMalformedIsUnknown(t *testing.T) {
 // answers is unavailable once the call's bound is up, and git is killed.
 func TestSilentRemote(t *testing.T) {
 	t.Parallel()
-	needGit(t)
+	gittest.NeedGit(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

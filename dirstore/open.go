@@ -74,6 +74,9 @@ func (b *Backend) Dir() string { return b.dir }
 // String names the store for people: its directory.
 func (b *Backend) String() string { return b.dir }
 
+// JournalWhere names the journal file, for messages.
+func (b *Backend) JournalWhere() string { return JournalName }
+
 // EnsureDir makes sure the store's directory exists, creating it (mode
 // 0700, whatever the umask) if it is missing, and that it was judged safe
 // to use ([ErrUnsafeStore]), for what keeps files of its own under it (a

@@ -301,6 +301,9 @@ func (b *Backend) request(ctx context.Context, what string, f func(ctx context.C
 // String names the store: its URL.
 func (b *Backend) String() string { return b.loc.String() }
 
+// JournalWhere names the journal's keys, for messages.
+func (b *Backend) JournalWhere() string { return b.loc.Prefix + journalDir }
+
 // ExpiryMargin implements [lease.ExpiryMarginer]: a holder declares its
 // lease lost a quarter of the TTL (at least a second, at most half the
 // TTL) before the expiry it last had confirmed, since the cluster, not the

@@ -55,6 +55,16 @@ func (s *Store) Where() string {
 	return ""
 }
 
+// JournalWhere names where the store journals its events, for messages:
+// the backend's JournalWhere() when it has one (reaped.log, a key prefix,
+// a ref), else "the store's journal".
+func (s *Store) JournalWhere() string {
+	if j, ok := s.b.(interface{ JournalWhere() string }); ok {
+		return j.JournalWhere()
+	}
+	return "the store's journal"
+}
+
 // Backend is the backend the store keeps its records in, for layers above
 // the store that keep state of their own in the same place (a pool's
 // queue): they look for the interface they need on it.

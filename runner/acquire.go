@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -124,7 +123,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	}
 	rec := acq.Record
 	if acq.TookOverExpired {
-		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, dirstore.JournalName)
+		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, o.Store.JournalWhere())
 	}
 	s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
 	hopts.Acquired = rec

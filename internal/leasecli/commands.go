@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
@@ -99,7 +98,7 @@ func (c *acquireCmd) Run(e *env) error {
 		return &refusal{err: err, kind: c.Kind, owner: c.Owner, now: e.store.Now()}
 	}
 	if acq.TookOverExpired {
-		fmt.Fprintf(e.stderr, "lease: took over the dead lease %s of %s (journaled in %s)\n", c.Kind, describeOwner(acq.Previous), dirstore.JournalName)
+		fmt.Fprintf(e.stderr, "lease: took over the dead lease %s of %s (journaled in %s)\n", c.Kind, describeOwner(acq.Previous), e.store.JournalWhere())
 	}
 	return e.emit(acquireOut{
 		OK: true, Code: "acquired", Kind: c.Kind, Record: acq.Record, Fence: acq.Record.Fence,

@@ -51,6 +51,9 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 )
 
+// Scheme is the store scheme this package serves: every git+… URL.
+const Scheme = "git"
+
 // RulePatience is the [lease.Liveness.Rule] of a record judged by the
 // patience rule.
 const RulePatience = "patience"
@@ -219,6 +222,12 @@ func Open(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, 
 	return s, b.Close, nil
 }
 
+// WhyNoPools says why a git store keeps no pools (pool.PoolRefuser): a
+// pool's queue is many small writes by many waiters, each a push here.
+func (b *Backend) WhyNoPools() string {
+	return "a git store keeps leases and batons (lease, pool-run --kind K), not pools, whose queue would be a push per waiter per heartbeat; use a directory store on one host or an etcd:// store across machines"
+}
+
 // Close removes the scratch repository.
 func (b *Backend) Close() error { return os.RemoveAll(b.scratch) }
 
@@ -234,6 +243,9 @@ func (b *Backend) Now() time.Time { return b.clock.Now() }
 func (b *Backend) leaseRef(kind string) string {
 	return "refs/durable-lease/" + b.loc.Namespace + "/leases/" + kind
 }
+
+// JournalWhere names the journal's ref, for messages.
+func (b *Backend) JournalWhere() string { return b.JournalRef() }
 
 // JournalRef is the ref of the store's journal.
 func (b *Backend) JournalRef() string { return "refs/durable-lease/" + b.loc.Namespace + "/journal" }

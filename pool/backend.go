@@ -99,6 +99,14 @@ type BackendProvider interface {
 	PoolBackend(cfg *Config, host Host) (Backend, error)
 }
 
+// PoolRefuser is implemented by lease backends that keep no pools by
+// design (package gitstore's): [Open] fails with an error matching
+// lease.ErrInvalid (a usage error) that gives WhyNoPools, a sentence
+// saying why and what to use instead.
+type PoolRefuser interface {
+	WhyNoPools() string
+}
+
 // RegisterProvider adds find to the ways [Open] looks for the
 // [BackendProvider] of a store: after asking the store's lease backend
 // itself, it asks each registered find in turn, which returns nil for a

@@ -143,6 +143,9 @@ func Open(store *lease.Store, cfg *Config, opts Options) (*Pool, error) {
 		}
 		p.backend = st
 	default:
+		if r, ok := store.Backend().(PoolRefuser); ok {
+			return nil, fmt.Errorf("%w: the store %s keeps no pools: %s", lease.ErrInvalid, store.Where(), r.WhyNoPools())
+		}
 		if store.Dir() != "" {
 			return nil, fmt.Errorf("%w: the store %s keeps no pools in this program: a directory store's pools are package dirstore/dirpool's, which it does not link", ErrConfig, store.Where())
 		}

@@ -26,7 +26,7 @@ import (
 )
 
 type globals struct {
-	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory. Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases on a git remote). Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
 	Pretty       bool   `help:"Indent the JSON output."`
 	RevealTokens bool   `name:"reveal-tokens" help:"Print tokens in full where they are otherwise shown as sha256: fingerprints (status, list, reconcile, reap, a forced release, a refusal). Whoever reads such output can heartbeat or release those leases: for tools that need records as stored, such as a conformance suite, never for logs."`

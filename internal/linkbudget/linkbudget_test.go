@@ -44,6 +44,9 @@ var (
 		{module + "/etcdstore", "the same", false},
 		{"net", "the same: the directory store needs no network client", true},
 	}
+	noGit = []rule{
+		{module + "/gitstore", "git+… stores are served by durable-lease-git, so that no other executable carries the git store", false},
+	}
 	noTop = []rule{
 		{"github.com/charmbracelet", "pool top runs in durable-lease-top, so that no other executable links its terminal UI", false},
 		{module + "/internal/pooltop", "the same", false},
@@ -69,21 +72,26 @@ var (
 var budgets = map[string]budget{
 	"lease": {
 		modules:   []string{"golang.org/x/sys"},
-		forbidden: slices.Concat(noKong, noEtcd, noTop, noPool, noFIPS, noLibc),
+		forbidden: slices.Concat(noKong, noEtcd, noGit, noTop, noPool, noFIPS, noLibc),
 	},
 	"pool": {
 		modules:   []string{"github.com/alecthomas/kong", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"},
-		forbidden: slices.Concat(noEtcd, noTop),
+		forbidden: slices.Concat(noEtcd, noGit, noTop),
 		required:  dirPools,
 	},
 	"pool-run": {
 		modules:   []string{"github.com/alecthomas/kong", "github.com/creack/pty", "github.com/goccy/go-yaml", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"},
-		forbidden: slices.Concat(noEtcd, noTop),
+		forbidden: slices.Concat(noEtcd, noGit, noTop),
 		required:  dirPools,
 	},
 	"durable-lease-etcd": {
 		modules:   slices.Concat([]string{"github.com/alecthomas/kong", "github.com/creack/pty", "github.com/goccy/go-yaml", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"}, etcdModules),
-		forbidden: noTop,
+		forbidden: slices.Concat(noGit, noTop),
+		required:  dirPools,
+	},
+	"durable-lease-git": {
+		modules:   []string{"github.com/alecthomas/kong", "github.com/creack/pty", "github.com/goccy/go-yaml", "golang.org/x/sys", "golang.org/x/term", "mvdan.cc/sh/v3"},
+		forbidden: slices.Concat(noEtcd, noTop),
 		required:  dirPools,
 	},
 	"durable-lease-top": {
@@ -94,7 +102,8 @@ var budgets = map[string]budget{
 			"github.com/mattn/go-runewidth", "github.com/muesli/ansi", "github.com/muesli/cancelreader", "github.com/muesli/termenv",
 			"github.com/rivo/uniseg", "github.com/xo/terminfo",
 		}),
-		required: dirPools,
+		forbidden: noGit,
+		required:  dirPools,
 	},
 }
 

@@ -24,7 +24,7 @@ import (
 
 type globals struct {
 	Pool         string `placeholder:"FILE" env:"LEASE_POOL_FILE" help:"The pool file (JSON): slots and their commands."`
-	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory. Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
 	Pretty       bool   `help:"Indent the JSON output."`
 	ProvisionCmd string `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command (run on every grant)."`

@@ -59,8 +59,8 @@ func (c *topCmd) Run(e *env) error {
 	// would be handed to its own helper, whose pool has no live view and
 	// would hand the command line back here: refuse instead of looping.
 	if where := dirstore.ResolveStore(e.g.Store, "", e.cwd); !storeopen.Served(where) {
-		return fmt.Errorf("%w: pool top serves directory and etcd:// stores; %s:// is not one of them",
-			lease.ErrInvalid, storeopen.Scheme(where))
+		return fmt.Errorf("%w: pool top serves directory and etcd:// stores, not %s",
+			lease.ErrInvalid, storeopen.Redact(where))
 	}
 	p, err := e.openRead()
 	if err != nil {

@@ -38,7 +38,7 @@ type cli struct {
 	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE)."`
 	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
 	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
-	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory. Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
 	OwnerPattern string         `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
 	TTL          *float64       `name:"ttl" placeholder:"MINUTES" help:"Lease TTL in minutes, fractions allowed (default: the gate file's, then $$POOL_TTL_MINUTES, then the pool file's ttlMinutes; 15 for a baton)."`
 	Heartbeat    *time.Duration `placeholder:"DURATION" help:"Time between heartbeats, e.g. 30s (default: the gate file's, else TTL/8). Must be shorter than the TTL."`

@@ -51,7 +51,7 @@ var ErrUnknownScheme = errors.New("unknown store URL scheme")
 // executable [HelperName] names. Only these are ever handed off: any
 // other scheme is refused before anything is run, so a stray
 // durable-lease-<word> on a system can never be made to run.
-var Schemes = []string{"etcd"}
+var Schemes = []string{"etcd", "git"}
 
 // known reports whether scheme is one of [Schemes].
 func known(scheme string) bool {
@@ -66,10 +66,15 @@ func known(scheme string) bool {
 // HelperName is the executable that serves scheme's URLs.
 func HelperName(scheme string) string { return "durable-lease-" + scheme }
 
-// Scheme returns where's scheme, or "" for a directory.
+// Scheme returns where's scheme, or "" for a directory. Every git+…
+// store (git+file://, git+ssh://, git+https://, scp-like git+host:repo)
+// is of the scheme "git".
 func Scheme(where string) string {
 	if !lease.IsStoreURL(where) {
 		return ""
+	}
+	if strings.HasPrefix(where, "git+") {
+		return "git"
 	}
 	s, _, _ := strings.Cut(where, "://")
 	return strings.ToLower(s)
@@ -130,7 +135,7 @@ func HandOff(where, cli string, args []string) error {
 }
 
 func unknownScheme(where, scheme string) error {
-	return fmt.Errorf("%w: store %q: there is no %s:// store (a store is a directory, or %s)",
+	return fmt.Errorf("%w: store %q: there is no %s:// store (a store is a directory, %s)",
 		ErrUnknownScheme, Redact(where), scheme, schemeList())
 }
 
@@ -141,8 +146,16 @@ func notServed(where, scheme, path string) error {
 	if path != "" {
 		at = "at " + path
 	}
-	return fmt.Errorf("%w: store %q: %s:// stores are served by %s, which is not installed %s (install it with the others: CGO_ENABLED=0 go install ./cmd/... in a clone)",
-		ErrNotServed, Redact(where), scheme, HelperName(scheme), at)
+	return fmt.Errorf("%w: store %q: %s stores are served by %s, which is not installed %s (install it with the others: CGO_ENABLED=0 go install ./cmd/... in a clone)",
+		ErrNotServed, Redact(where), strings.TrimSuffix(schemeForm(scheme), "…"), HelperName(scheme), at)
+}
+
+// schemeForm is how a URL of scheme is written, for messages.
+func schemeForm(scheme string) string {
+	if scheme == "git" {
+		return "git+<remote>"
+	}
+	return scheme + "://…"
 }
 
 func schemeList() string {
@@ -151,7 +164,7 @@ func schemeList() string {
 		if i > 0 {
 			b.WriteString(" or ")
 		}
-		b.WriteString(s + "://…")
+		b.WriteString(schemeForm(s))
 	}
 	return b.String()
 }
@@ -208,9 +221,20 @@ func Beside(name string) (path string, ok bool) {
 // error still says which store it is about. A directory is returned as it
 // is.
 func Redact(where string) string {
-	scheme, rest, ok := strings.Cut(where, "://")
-	if !ok || !lease.IsStoreURL(where) {
+	if !lease.IsStoreURL(where) {
 		return where
+	}
+	scheme, rest, ok := strings.Cut(where, "://")
+	if !ok {
+		// An scp-like git remote, git+user@host:path#namespace.
+		rest, frag, hasFrag := strings.Cut(where, "#")
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = "git+…@" + rest[at+1:]
+		}
+		if hasFrag && frag != "" {
+			rest += "#…"
+		}
+		return rest
 	}
 	rest, frag, hasFrag := strings.Cut(rest, "#")
 	rest, query, hasQuery := strings.Cut(rest, "?")

@@ -33,19 +33,22 @@
 package gitstore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -64,6 +67,11 @@ const DefaultNamespace = "default"
 // CallTimeout bounds every git invocation: a remote that does not answer
 // within it is [ErrUnreachable].
 const CallTimeout = 20 * time.Second
+
+// PollInterval is how often a waiter re-reads a held lease on a git store
+// (each read is a fetch from the remote), unless the store's options say
+// otherwise.
+const PollInterval = 2 * time.Second
 
 // maxRounds bounds the compare-and-swap rounds of one Update.
 const maxRounds = 64
@@ -139,14 +147,19 @@ type Backend struct {
 	loc     Location
 	clock   lease.Clock
 	scratch string
-	seq     atomic.Int64
 	timeout time.Duration // per git call: CallTimeout
+
+	// fetchMu serializes fetches into the scratch repository (a shallow
+	// fetch rewrites its list of shallow commits) and the reads of what
+	// they fetched.
+	fetchMu sync.Mutex
 
 	obs *observations // the host's sightings (patience rule)
 
 	// afterPush, in tests, runs after a push and may replace its result
-	// (a lost reply).
+	// (a lost reply); onGit, in tests, sees every git command line.
 	afterPush func(err error) error
+	onGit     func(args []string)
 }
 
 // Option configures a [Backend].
@@ -192,15 +205,17 @@ func NewBackend(url string, clock lease.Clock, opts ...Option) (*Backend, error)
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
 	}
 	b := &Backend{loc: loc, clock: clock, scratch: dir, timeout: CallTimeout, obs: obs}
-	if _, err := b.git(context.Background(), nil, "init", "--quiet", "--bare", dir); err != nil {
+	if _, err := b.git(context.Background(), nil, "init", "--quiet", "--bare", "--template=", dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("gitstore: scratch repository: %w", err)
 	}
 	return b, nil
 }
 
-// Open opens url as a [lease.Store] and checks that the remote answers. It
-// returns the function that removes the scratch repository.
+// Open opens url as a [lease.Store]. Like [NewBackend] it does not contact
+// the remote: the first operation does, and reports [ErrUnreachable] if
+// it does not answer (a probe here would cost every CLI call a round
+// trip). It returns the function that removes the scratch repository.
 func Open(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
 	clock, err := lease.ClockOf(opts...)
 	if err != nil {
@@ -210,11 +225,7 @@ func Open(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := b.Names(ctx); err != nil {
-		b.Close()
-		return nil, nil, err
-	}
-	s, err := lease.New(b, opts...)
+	s, err := lease.New(b, append([]lease.Option{lease.WithPollInterval(PollInterval)}, opts...)...)
 	if err != nil {
 		b.Close()
 		return nil, nil, err
@@ -298,10 +309,13 @@ var credRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@`)
 
 func redact(s string) string { return credRE.ReplaceAllString(s, "${1}***@") }
 
-// git runs git in the scratch repository with stdin, under CallTimeout.
-func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
+// command is git with args in the scratch repository, hardened: no
+// hooks, the file protocol only for a git+file store, no automatic
+// maintenance, the scrubbed environment, in its own process group.
+func (b *Backend) command(ctx context.Context, args ...string) *exec.Cmd {
+	if b.onGit != nil {
+		b.onGit(args)
+	}
 	allow := "never"
 	if b.loc.File {
 		allow = "always"
@@ -317,6 +331,14 @@ func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte
 	}
 	ownGroup(cmd)
 	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// git runs git in the scratch repository with stdin, under CallTimeout.
+func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	cmd := b.command(ctx, args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -342,81 +364,234 @@ type tip struct {
 	fence int64
 }
 
-// fetch reads ref from the remote into the scratch repository and returns
-// its commit, "" when the remote has no such ref.
-func (b *Backend) fetch(ctx context.Context, ref string) (string, error) {
-	local := fmt.Sprintf("refs/scratch/%d", b.seq.Add(1))
-	_, err := b.git(ctx, nil, "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--", b.loc.Remote, "+"+ref+":"+local)
-	if err != nil {
-		var ge *gitError
-		if errors.As(err, &ge) && !ge.timeout && strings.Contains(ge.stderr, "couldn't find remote ref") {
-			return "", nil
+// fullDepth is git's way of saying "the whole history" to fetch --depth.
+const fullDepth = 2147483647
+
+// scratchRef is where ref is fetched to in the scratch repository.
+func scratchRef(ref string) string { return "refs/scratch/" + strings.TrimPrefix(ref, "refs/") }
+
+// fetch reads refs from the remote into the scratch repository, their tip
+// commits only (a lease's ref is a chain of one commit per write, and
+// none of it but the tip matters), in one call. Refs the remote does not
+// have are left out of what it fetched. It holds b.fetchMu, with which
+// the caller reads what it fetched.
+func (b *Backend) fetch(ctx context.Context, depth int, refs ...string) (map[string]bool, error) {
+	have := map[string]bool{}
+	want := slices.Clone(refs)
+	for len(want) > 0 {
+		args := []string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--depth=" + strconv.Itoa(depth), "--", b.loc.Remote}
+		for _, r := range want {
+			args = append(args, "+"+r+":"+scratchRef(r))
 		}
-		return "", b.unreachable("read "+ref, err)
+		_, err := b.git(ctx, nil, args...)
+		if err == nil {
+			for _, r := range want {
+				have[r] = true
+			}
+			return have, nil
+		}
+		// git stops at the first ref the remote lacks, and names it.
+		var ge *gitError
+		if !errors.As(err, &ge) || ge.timeout {
+			return nil, b.unreachable("read "+strings.Join(refs, " "), err)
+		}
+		_, missing, found := strings.Cut(ge.stderr, "couldn't find remote ref ")
+		missing, _, _ = strings.Cut(missing, "\n")
+		missing = strings.TrimSpace(missing)
+		i := slices.Index(want, missing)
+		if !found || i < 0 {
+			return nil, b.unreachable("read "+strings.Join(refs, " "), err)
+		}
+		want = slices.Delete(want, i, i+1)
 	}
-	out, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", local+"^{commit}")
-	_, _ = b.git(context.WithoutCancel(ctx), nil, "update-ref", "-d", local)
-	if err != nil {
-		return "", fmt.Errorf("gitstore: %s: %w", ref, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return have, nil
 }
 
-func (b *Backend) load(ctx context.Context, kind string) (tip, error) {
-	sha, err := b.fetch(ctx, b.leaseRef(kind))
-	if err != nil || sha == "" {
-		return tip{}, err
-	}
-	t := tip{sha: sha}
-	ls, err := b.git(ctx, nil, "ls-tree", "-z", "-l", sha)
+// object is what git cat-file --batch said of one name: its id and type
+// ("" when missing), and its content unless it was larger than max.
+type object struct {
+	id, typ string
+	data    []byte
+	size    int64
+}
+
+// catFile looks names up in the scratch repository with one git
+// cat-file --batch, reading at most max bytes of any object into memory
+// (a larger one is skipped, its size reported).
+func (b *Backend) catFile(ctx context.Context, max int64, names ...string) ([]object, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	cmd := b.command(ctx, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return t, fmt.Errorf("gitstore: %s: %w", kind, err)
+		return nil, err
 	}
-	// The tip is untrusted: anyone who can push may have put it there.
-	// A blob larger than a record may be is never read, and a fence
-	// that is missing or not a positive number makes the record
-	// unknown, so a planted tip can neither exhaust memory nor rewind
-	// the kind's fence.
-	files := map[string]string{}
-	oversized := false
-	for _, ent := range strings.Split(string(ls), "\x00") {
-		meta, name, ok := strings.Cut(ent, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 4 && f[1] == "blob" {
-			if n, err := strconv.ParseInt(f[3], 10, 64); err != nil || n > lease.MaxRecordBytes {
-				oversized = true
-				continue
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	objs, perr := readBatch(bufio.NewReader(stdout), max, len(names))
+	if perr != nil {
+		_ = cmd.Process.Kill()
+	}
+	werr := cmd.Wait()
+	if perr == nil && werr != nil {
+		perr = &gitError{args: "cat-file", stderr: redact(errb.String()), timeout: ctx.Err() != nil, bound: b.timeout, err: werr}
+	}
+	return objs, perr
+}
+
+// readBatch parses n replies of git cat-file --batch.
+func readBatch(r *bufio.Reader, max int64, n int) ([]object, error) {
+	objs := make([]object, 0, n)
+	for range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("git cat-file: %w", err)
+		}
+		f := strings.Fields(line)
+		if len(f) == 2 && f[1] == "missing" || len(f) == 2 && f[1] == "ambiguous" {
+			objs = append(objs, object{})
+			continue
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("git cat-file: unexpected reply %q", line)
+		}
+		o := object{id: f[0], typ: f[1]}
+		if o.size, err = strconv.ParseInt(f[2], 10, 64); err != nil || o.size < 0 {
+			return nil, fmt.Errorf("git cat-file: unexpected reply %q", line)
+		}
+		if o.size <= max {
+			o.data = make([]byte, o.size)
+			if _, err := io.ReadFull(r, o.data); err != nil {
+				return nil, fmt.Errorf("git cat-file: %w", err)
 			}
-			files[name] = f[2]
+		} else if _, err := io.CopyN(io.Discard, r, o.size); err != nil {
+			return nil, fmt.Errorf("git cat-file: %w", err)
+		}
+		if c, err := r.ReadByte(); err != nil || c != '\n' {
+			return nil, fmt.Errorf("git cat-file: reply not terminated")
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+// load reads kind's tip, and with journal also the journal's tip commit
+// (in the same fetch: a release or a takeover writes both).
+func (b *Backend) load(ctx context.Context, kind string, journal bool) (tip, string, error) {
+	tips, jtip, err := b.loadAll(ctx, []string{kind}, journal)
+	if err != nil {
+		return tip{}, "", err
+	}
+	return tips[0], jtip, nil
+}
+
+// loadAll reads the tips of kinds (sha "" for a kind without a ref) and
+// with journal the journal's tip commit ("" for none), with one fetch and
+// one git cat-file.
+func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]tip, string, error) {
+	var refs []string
+	for _, k := range kinds {
+		refs = append(refs, b.leaseRef(k))
+	}
+	if journal {
+		refs = append(refs, b.JournalRef())
+	}
+	b.fetchMu.Lock()
+	defer b.fetchMu.Unlock()
+	have, err := b.fetch(ctx, 1, refs...)
+	if err != nil {
+		return nil, "", err
+	}
+	var names []string
+	for _, r := range refs[:len(kinds)] {
+		if have[r] {
+			lr := scratchRef(r)
+			names = append(names, lr+"^{commit}", lr+":fence", lr+":record.json", lr+":released")
 		}
 	}
-	blob := func(name string) ([]byte, bool) {
-		id, ok := files[name]
-		if !ok {
-			return nil, false
+	if journal && have[b.JournalRef()] {
+		names = append(names, scratchRef(b.JournalRef())+"^{commit}")
+	}
+	var objs []object
+	if len(names) > 0 {
+		if objs, err = b.catFile(ctx, lease.MaxRecordBytes, names...); err != nil {
+			return nil, "", fmt.Errorf("gitstore: read: %w", err)
 		}
-		data, err := b.git(ctx, nil, "cat-file", "blob", id)
-		return data, err == nil
+	}
+	tips := make([]tip, len(kinds))
+	for i, k := range kinds {
+		if !have[refs[i]] {
+			continue
+		}
+		o := objs[:4]
+		objs = objs[4:]
+		if o[0].typ != "commit" {
+			return nil, "", fmt.Errorf("gitstore: %s: the ref %s is not a commit", k, refs[i])
+		}
+		tips[i] = b.decodeTip(k, o[0].id, o[1], o[2], o[3])
+	}
+	var jtip string
+	if journal && have[b.JournalRef()] {
+		if objs[0].typ != "commit" {
+			return nil, "", fmt.Errorf("gitstore: the journal %s is not a commit", b.JournalRef())
+		}
+		jtip = objs[0].id
+	}
+	return tips, jtip, nil
+}
+
+// decodeTip makes the record of the tip commit sha from its tree's
+// entries fence, record.json and released. The tip is untrusted: anyone
+// who can push may have put it there. An entry larger than a record may
+// be was never read, and a fence that is missing or not a positive
+// number makes the record unknown, so a planted tip can neither exhaust
+// memory nor rewind the kind's fence.
+func (b *Backend) decodeTip(kind, sha string, fence, record, released object) tip {
+	t := tip{sha: sha}
+	blob := func(o object) bool { return o.typ == "blob" && o.data != nil }
+	oversized := false
+	for _, o := range []object{fence, record, released} {
+		if o.typ != "" && o.data == nil && o.size > 0 {
+			oversized = true
+		}
 	}
 	fenceOK := false
-	if data, ok := blob("fence"); ok {
-		f, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if blob(fence) {
+		f, err := strconv.ParseInt(strings.TrimSpace(string(fence.data)), 10, 64)
 		if err == nil && f > 0 {
 			t.fence, fenceOK = f, true
 		}
 	}
-	if _, released := files["released"]; released && fenceOK && !oversized {
-		return t, nil
+	if released.typ == "blob" && fenceOK && !oversized {
+		return t
 	}
 	var data []byte
-	if fenceOK && !oversized {
-		if d, ok := blob("record.json"); ok {
-			data = d
-		}
+	if fenceOK && !oversized && blob(record) {
+		data = record.data
 	}
 	t.rec = lease.DecodeRecord(kind, data)
 	t.rec.Fence = t.fence
 	t.rec.Seen = b.judge(kind, sha, t.rec)
-	return t, nil
+	return t
+}
+
+// tipOf reads ref's tip commit from the remote, "" when it has none.
+func (b *Backend) tipOf(ctx context.Context, ref string) (string, error) {
+	b.fetchMu.Lock()
+	defer b.fetchMu.Unlock()
+	have, err := b.fetch(ctx, 1, ref)
+	if err != nil || !have[ref] {
+		return "", err
+	}
+	objs, err := b.catFile(ctx, 0, scratchRef(ref)+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("gitstore: %s: %w", ref, err)
+	}
+	return objs[0].id, nil
 }
 
 // judge applies the patience rule to the record at commit sha.
@@ -438,7 +613,7 @@ func (b *Backend) Read(ctx context.Context, kind string) (*lease.Record, error) 
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	t, err := b.load(ctx, kind)
+	t, _, err := b.load(ctx, kind, false)
 	return t.rec, err
 }
 
@@ -449,23 +624,27 @@ func (b *Backend) Names(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, b.unreachable("list", err)
 	}
-	var names []string
+	var names, kinds []string
 	for _, line := range strings.Split(string(out), "\n") {
 		_, ref, ok := strings.Cut(line, "\t")
 		kind, isLease := strings.CutPrefix(ref, prefix)
-		if !ok || !isLease {
-			continue
+		switch {
+		case !ok || !isLease:
+		case checkKind(kind) != nil:
+			names = append(names, kind) // planted: listed, never read
+		default:
+			kinds = append(kinds, kind)
 		}
-		if checkKind(kind) != nil {
-			names = append(names, kind)
-			continue
-		}
-		t, err := b.load(ctx, kind)
+	}
+	if len(kinds) > 0 {
+		tips, _, err := b.loadAll(ctx, kinds, false)
 		if err != nil {
 			return nil, err
 		}
-		if t.rec != nil {
-			names = append(names, kind)
+		for i, t := range tips {
+			if t.rec != nil {
+				names = append(names, kinds[i])
+			}
 		}
 	}
 	sort.Strings(names)
@@ -547,7 +726,9 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 		return nil, err
 	}
 	for round := 1; ; round++ {
-		t, err := b.load(ctx, kind)
+		// The journal's tip comes with the lease's: a change that
+		// records an event pushes both.
+		t, jtip, err := b.load(ctx, kind, true)
 		if err != nil {
 			return nil, err
 		}
@@ -555,7 +736,7 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 		if err != nil {
 			return nil, err
 		}
-		rec, done, err := b.apply(ctx, kind, t, ch)
+		rec, done, err := b.apply(ctx, kind, t, jtip, ch)
 		if err != nil || done {
 			return rec, err
 		}
@@ -568,9 +749,16 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 	}
 }
 
-// apply tries to commit ch over t once. done is false when the round was
+// UpdateReadsFirst implements [lease.ReadingUpdater]: Update takes no
+// lock; it fetches, and pushes only a change.
+func (b *Backend) UpdateReadsFirst() bool { return true }
+
+var _ lease.ReadingUpdater = (*Backend)(nil)
+
+// apply tries to commit ch over t (and its event over the journal's tip
+// jtip) once. done is false when the round was
 // lost (or its outcome was settled as not made) and fn must decide again.
-func (b *Backend) apply(ctx context.Context, kind string, t tip, ch lease.Change) (*lease.Record, bool, error) {
+func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch lease.Change) (*lease.Record, bool, error) {
 	var ps []push
 	var rec *lease.Record
 	var files map[string][]byte
@@ -627,10 +815,6 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, ch lease.Change
 	}
 	var jc string
 	if ch.Event != nil {
-		jtip, err := b.fetch(ctx, b.JournalRef())
-		if err != nil {
-			return nil, true, err
-		}
 		e := *ch.Event
 		if e.At.IsZero() {
 			e.At = b.Now()
@@ -654,7 +838,7 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, ch lease.Change
 	}
 	if err != nil {
 		// The outcome is unknown: settle it by reading the ref again.
-		now, rerr := b.fetch(context.WithoutCancel(ctx), ps[0].ref)
+		now, rerr := b.tipOf(context.WithoutCancel(ctx), ps[0].ref)
 		switch {
 		case rerr != nil:
 			return nil, true, fmt.Errorf("%w: %s: the outcome of a write to %s is unknown: %v", ErrUnreachable, b.loc, kind, err)
@@ -689,7 +873,11 @@ func opName(op lease.Op) string {
 // Journal appends e to the journal ref on its own.
 func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
 	for round := 1; ; round++ {
-		_, done, err := b.apply(ctx, "", tip{}, lease.Change{Op: lease.OpNone, Event: &e})
+		_, jtip, err := b.loadAll(ctx, nil, true)
+		if err != nil {
+			return err
+		}
+		_, done, err := b.apply(ctx, "", tip{}, jtip, lease.Change{Op: lease.OpNone, Event: &e})
 		if err != nil || done {
 			return err
 		}
@@ -701,11 +889,14 @@ func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
 
 // Events reads the journal, oldest first.
 func (b *Backend) Events(ctx context.Context) ([]lease.Event, error) {
-	sha, err := b.fetch(ctx, b.JournalRef())
-	if err != nil || sha == "" {
+	ref := b.JournalRef()
+	b.fetchMu.Lock()
+	have, err := b.fetch(ctx, fullDepth, ref)
+	b.fetchMu.Unlock()
+	if err != nil || !have[ref] {
 		return nil, err
 	}
-	out, err := b.git(ctx, nil, "log", "--reverse", "--format=%B%x00", sha)
+	out, err := b.git(ctx, nil, "log", "--reverse", "--format=%B%x00", scratchRef(ref))
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: journal: %w", err)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,9 +278,13 @@ func TestUnreachable(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	start := time.Now()
-	_, _, err = Open(bg, "git+git://"+addr+"/none.git")
-	if !errors.Is(err, lease.ErrUnavailable) {
-		t.Fatalf("open of a closed port: %v, want ErrUnavailable", err)
+	s, done, err := Open(bg, "git+git://"+addr+"/none.git")
+	if err != nil {
+		t.Fatalf("open does not contact the remote: %v", err)
+	}
+	defer done()
+	if _, err := s.Status(bg, "k"); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("status on a closed port: %v, want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > CallTimeout {
 		t.Fatalf("took %s", d)
@@ -359,4 +365,130 @@ func TestSilentRemote(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %s", d)
 	}
+}
+
+// TestReadFetchesTheTipOnly: a lease's ref is a chain of commits, one per
+// write; a reader in a new process fetches its tip, not the chain, so a
+// lease heartbeated for weeks costs what a new one costs.
+func TestReadFetchesTheTipOnly(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	writer := h.backend(t, url)
+	s := h.store(t, writer)
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		if _, err := s.Heartbeat(bg, a.Record.Ref()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := h.backend(t, url)
+	if st, err := h.store(t, fresh).Status(bg, "k"); err != nil || st.State != lease.Held {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	// One commit, its tree and two blobs (fence, record.json).
+	if n := objects(t, fresh.scratch); n > 4 {
+		t.Fatalf("a read of a ref with 13 commits fetched %d objects, want the tip's 4 at most", n)
+	}
+	// The journal is read whole, also by a process whose writes fetched
+	// its tip alone.
+	for i := range 3 {
+		if _, err := s.ForceRelease(bg, "k", "conf-admin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: fmt.Sprintf("conf-n%d", i), TTLMinutes: ttlMinutes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := writer.Events(bg)
+	if err != nil || len(ev) != 3 {
+		t.Fatalf("events read by the writer: %+v %v, want its 3 forced releases", ev, err)
+	}
+}
+
+// objects counts the objects in the repository at dir, loose and packed.
+func objects(t *testing.T, dir string) int {
+	t.Helper()
+	out, err := exec.Command("git", "--git-dir="+dir, "count-objects", "-v").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		if k == "count" || k == "in-pack" {
+			c, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("count-objects: %q", line)
+			}
+			n += c
+		}
+	}
+	return n
+}
+
+// TestRoundTrips: acquire, heartbeat, release and a forced release (with
+// its journal event) each cost one fetch and one push, the least a
+// compare-and-swap needs; a refused acquire costs one fetch. (Until a
+// kind's ref and the journal exist, which is once per kind and store,
+// a fetch of a ref the remote lacks costs one more: git stops at it.)
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, url)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	b.onGit = func(args []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch args[0] {
+		case "fetch", "push", "ls-remote":
+			calls[args[0]]++
+		}
+	}
+	s := h.store(t, b)
+	other := h.store(t, h.backend(t, url))
+	if _, err := other.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: ttlMinutes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ForceRelease(bg, "k", "conf-admin"); err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, want map[string]int, f func() error) {
+		t.Helper()
+		mu.Lock()
+		clear(calls)
+		mu.Unlock()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !maps.Equal(calls, want) {
+			t.Errorf("%s: %v, want %v", what, calls, want)
+		}
+	}
+	one := map[string]int{"fetch": 1, "push": 1}
+	var a *lease.Acquisition
+	step("acquire", one, func() (err error) {
+		a, err = s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+		return err
+	})
+	step("heartbeat", one, func() error { _, err := s.Heartbeat(bg, a.Record.Ref()); return err })
+	step("release", one, func() error { _, err := s.Release(bg, a.Record.Ref()); return err })
+	if _, err := other.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: ttlMinutes}); err != nil {
+		t.Fatal(err)
+	}
+	step("refused acquire", map[string]int{"fetch": 1}, func() error {
+		_, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+		if errors.Is(err, lease.ErrHeld) {
+			return nil
+		}
+		return fmt.Errorf("%v, want held", err)
+	})
+	step("forced release", one, func() error { _, err := s.ForceRelease(bg, "k", "conf-admin"); return err })
 }

@@ -49,6 +49,17 @@ type UnfencedUpdater interface {
 	UpdateUnfenced(ctx context.Context, kind string, fn func(*Record) (Change, error)) (*Record, error)
 }
 
+// ReadingUpdater is implemented by backends whose Update reads the
+// record before it locks or writes anything, so that a refusal fn decides
+// costs no more than a [Backend.Read] (a git store: a fetch, then a push
+// only for a change). [Store.Acquire] then skips the lock-free read it
+// otherwise makes first, which would cost such a store a second round
+// trip for every acquire that succeeds.
+type ReadingUpdater interface {
+	// UpdateReadsFirst reports whether Update reads before it locks.
+	UpdateReadsFirst() bool
+}
+
 // Sweeper is implemented by backends that leave temporary entries behind
 // when a process dies mid-operation and can remove them.
 type Sweeper interface {

@@ -129,8 +129,10 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 	// and a refusal changes nothing, so it may be decided on what was read.
 	// Under contention most acquires are refused, and keeping them out of
 	// the guard leaves it to those that can change something.
-	if cur, err := s.b.Read(ctx, r.Kind); err == nil && cur != nil && cur.Seen.Live {
-		return nil, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
+	if ru, ok := s.b.(ReadingUpdater); !ok || !ru.UpdateReadsFirst() {
+		if cur, err := s.b.Read(ctx, r.Kind); err == nil && cur != nil && cur.Seen.Live {
+			return nil, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
+		}
 	}
 	token := NewToken()
 	var prev *Record

@@ -91,7 +91,7 @@ var nsPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 type Location struct {
 	Remote    string // the URL given to git
 	Namespace string
-	File      bool // a git+file:// remote: protocol.file.allow=always
+	File      bool // a git+file:// remote: the file protocol is allowed
 }
 
 // String is the store URL.
@@ -135,9 +135,21 @@ func ParseURL(raw string) (Location, error) {
 			}
 		}
 		loc.File = u.Scheme == "file"
-	} else if i := strings.Index(remote, "@"); i >= 0 && strings.Contains(remote[:i], ":") {
-		// scp-like user:password@host:path
-		return Location{}, refuse
+	} else {
+		// No scheme: scp-like [user@]host:path (a colon before any
+		// slash), else a local path, which the file protocol serves
+		// only when the URL says so.
+		colon := strings.Index(remote, ":")
+		switch {
+		case strings.Contains(remote, "::"):
+			return Location{}, fmt.Errorf("%w: gitstore: %q names a git remote helper (<transport>::<address>); a store takes file, git, ssh, http(s) or scp-like remotes only", lease.ErrInvalid, remote)
+		case colon < 0 || strings.Contains(remote[:colon], "/"):
+			return Location{}, fmt.Errorf("%w: gitstore: %q is a local path; write it as git+file://<absolute path> (the file protocol is allowed only for git+file stores)", lease.ErrInvalid, remote)
+		}
+		if i := strings.Index(remote, "@"); i >= 0 && strings.Contains(remote[:i], ":") {
+			// scp-like user:password@host:path
+			return Location{}, refuse
+		}
 	}
 	return loc, nil
 }
@@ -277,7 +289,7 @@ func scrubbedEnv() []string {
 		switch {
 		case k == "GIT_DIR", k == "GIT_WORK_TREE", k == "GIT_INDEX_FILE", k == "GIT_OBJECT_DIRECTORY",
 			k == "GIT_ALTERNATE_OBJECT_DIRECTORIES", k == "GIT_NAMESPACE", k == "GIT_COMMON_DIR",
-			k == "GIT_TERMINAL_PROMPT", k == "GIT_QUARANTINE_PATH",
+			k == "GIT_TERMINAL_PROMPT", k == "GIT_QUARANTINE_PATH", k == "GIT_ALLOW_PROTOCOL",
 			strings.HasPrefix(k, "GIT_CONFIG"), strings.HasPrefix(k, "GIT_TRACE"),
 			strings.HasPrefix(k, "GIT_AUTHOR_"), strings.HasPrefix(k, "GIT_COMMITTER_"):
 			continue
@@ -316,18 +328,20 @@ func (b *Backend) command(ctx context.Context, args ...string) *exec.Cmd {
 	if b.onGit != nil {
 		b.onGit(args)
 	}
-	allow := "never"
-	if b.loc.File {
-		allow = "always"
-	}
-	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=" + allow,
+	full := append([]string{"-c", "core.hooksPath=/dev/null",
 		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.writeFetchHead=false"}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Dir = b.scratch
+	// Only the transports a store URL may name, whatever the user's
+	// configuration allows: never a remote helper (ext::, fd:: or any
+	// other), and the file protocol only for a git+file store.
+	allow := "git:ssh:https:http"
+	if b.loc.File {
+		allow += ":file"
+	}
+	cmd.Env = append(scrubbedEnv(), "GIT_ALLOW_PROTOCOL="+allow)
 	if args[0] != "init" {
-		cmd.Env = append(scrubbedEnv(), "GIT_DIR="+b.scratch)
-	} else {
-		cmd.Env = scrubbedEnv()
+		cmd.Env = append(cmd.Env, "GIT_DIR="+b.scratch)
 	}
 	ownGroup(cmd)
 	cmd.WaitDelay = time.Second

@@ -119,7 +119,8 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"file:///srv/leases.git", "git+", "git+file:///x#", "git+file:///x#../a", "git+file:///x#A", "git+-upload-pack=evil",
-		"git+ftp://host/x",
+		"git+ftp://host/x", "git+/srv/leases.git", "git+./leases.git", "git+leases.git", "git+dir/x:y",
+		"git+ext::sh -c touch% /tmp/pwned", "git+fd::7",
 	} {
 		if _, err := ParseURL(bad); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", bad, err)
@@ -491,4 +492,27 @@ func TestRoundTrips(t *testing.T) {
 		return fmt.Errorf("%v, want held", err)
 	})
 	step("forced release", one, func() error { _, err := s.ForceRelease(bg, "k", "conf-admin"); return err })
+}
+
+// TestNoRemoteHelpers: git never runs a remote helper for a store, even
+// one the user's configuration allows (ParseURL refuses such URLs; this
+// is the second wall).
+func TestNoRemoteHelpers(t *testing.T) {
+	gittest.NeedGit(t)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[protocol \"ext\"]\n\tallow = always\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	marker := filepath.Join(home, "ran")
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, "git+file://"+bareRepo(t))
+	b.loc = Location{Remote: "ext::sh -c touch% " + marker + " %S", Namespace: DefaultNamespace}
+	if _, err := b.Names(bg); err == nil {
+		t.Fatal("names through an ext:: remote succeeded")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("git ran the ext:: remote helper's command")
+	}
 }

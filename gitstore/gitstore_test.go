@@ -103,6 +103,17 @@ func TestConformanceDaemon(t *testing.T) {
 	run(t, func() string { return "git+" + prefix + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
 }
 
+func TestConformanceHTTP(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	srv := gittest.HTTP(t, base)
+	var n atomic.Int64
+	run(t, func() string { return "git+" + srv.URL + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
+}
+
 func TestParseURL(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []struct{ in, remote, ns string }{

@@ -105,7 +105,7 @@ func (h *host) run(exe string, args ...string) result {
 
 // TestLeaseOnGitStore: lease and pool-run hand a git+… store to
 // durable-lease-git beside them and behave as on any store, over
-// git+file:// and git daemon; pool refuses a git store.
+// git+file://, git daemon and smart HTTP; pool refuses a git store.
 func TestLeaseOnGitStore(t *testing.T) {
 	bin := installed(t)
 	for name, remote := range map[string]func(t *testing.T) string{
@@ -114,6 +114,11 @@ func TestLeaseOnGitStore(t *testing.T) {
 			dir := gittest.BareRepo(t)
 			prefix, _ := gittest.Daemon(t, filepath.Dir(dir))
 			return "git+" + prefix + "/" + filepath.Base(dir)
+		},
+		"http": func(t *testing.T) string {
+			dir := gittest.BareRepo(t)
+			srv := gittest.HTTP(t, filepath.Dir(dir))
+			return "git+" + srv.URL + "/" + filepath.Base(dir) + "#ci"
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

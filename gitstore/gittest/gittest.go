@@ -1,7 +1,7 @@
 // Package gittest serves git repositories for tests, on loopback: a bare
-// repository for git+file://, git daemon for git+git://. A machine
-// without git skips the tests that need it, with a message (CI never
-// does: see internal/testrun).
+// repository for git+file://, git daemon for git+git://, git http-backend
+// for git+http:// ([HTTP]). A machine without git skips the tests that
+// need it, with a message (CI never does: see internal/testrun).
 package gittest
 
 import (

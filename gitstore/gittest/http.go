@@ -1,0 +1,68 @@
+package gittest
+
+import (
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// HTTPServer serves repositories over smart HTTP with git http-backend
+// (CGI, behind Go's net/http/cgi), receive-pack enabled, on loopback.
+// Every reply carries a Date header from the server's clock, which a test
+// may set (a server whose clock is not the client's).
+type HTTPServer struct {
+	URL string // the URL prefix: http://127.0.0.1:PORT
+
+	mu    sync.Mutex
+	clock func() time.Time
+	srv   *http.Server
+	once  sync.Once
+}
+
+// HTTP serves the bare repositories under base over smart HTTP until the
+// test ends (or Stop).
+func HTTP(t *testing.T, base string) *HTTPServer {
+	t.Helper()
+	NeedGit(t)
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{
+		Path: gitPath,
+		Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1",
+			// Pushes without a REMOTE_USER: the server of a test.
+			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
+	}
+	s := &HTTPServer{clock: time.Now}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.URL = "http://" + l.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		now := s.clock()
+		s.mu.Unlock()
+		w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+		backend.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(l) }()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// SetClock makes now the server's clock, for the Date of every reply.
+func (s *HTTPServer) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = now
+}
+
+// Stop closes the server and every connection it has.
+func (s *HTTPServer) Stop() { s.once.Do(func() { _ = s.srv.Close() }) }

@@ -92,6 +92,7 @@ type Location struct {
 	Remote    string // the URL given to git
 	Namespace string
 	File      bool // a git+file:// remote: the file protocol is allowed
+	HTTP      bool // smart HTTP(S): replies carry the server's Date
 }
 
 // String is the store URL.
@@ -135,6 +136,7 @@ func ParseURL(raw string) (Location, error) {
 			}
 		}
 		loc.File = u.Scheme == "file"
+		loc.HTTP = u.Scheme == "http" || u.Scheme == "https"
 	} else {
 		// No scheme: scp-like [user@]host:path (a colon before any
 		// slash), else a local path, which the file protocol serves
@@ -376,6 +378,7 @@ type tip struct {
 	sha   string
 	rec   *lease.Record
 	fence int64
+	srv   serverTime // what the read learned of the server's clock
 }
 
 // fullDepth is git's way of saying "the whole history" to fetch --depth.
@@ -389,36 +392,40 @@ func scratchRef(ref string) string { return "refs/scratch/" + strings.TrimPrefix
 // none of it but the tip matters), in one call. Refs the remote does not
 // have are left out of what it fetched. It holds b.fetchMu, with which
 // the caller reads what it fetched.
-func (b *Backend) fetch(ctx context.Context, depth int, refs ...string) (map[string]bool, error) {
+func (b *Backend) fetch(ctx context.Context, depth int, refs ...string) (map[string]bool, time.Time, error) {
 	have := map[string]bool{}
 	want := slices.Clone(refs)
+	var latest time.Time
 	for len(want) > 0 {
 		args := []string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--depth=" + strconv.Itoa(depth), "--", b.loc.Remote}
 		for _, r := range want {
 			args = append(args, "+"+r+":"+scratchRef(r))
 		}
-		_, err := b.git(ctx, nil, args...)
+		_, date, err := b.gitDated(ctx, args...)
+		if date.After(latest) {
+			latest = date // a refusal's replies are the server's too
+		}
 		if err == nil {
 			for _, r := range want {
 				have[r] = true
 			}
-			return have, nil
+			return have, latest, nil
 		}
 		// git stops at the first ref the remote lacks, and names it.
 		var ge *gitError
 		if !errors.As(err, &ge) || ge.timeout {
-			return nil, b.unreachable("read "+strings.Join(refs, " "), err)
+			return nil, time.Time{}, b.unreachable("read "+strings.Join(refs, " "), err)
 		}
 		_, missing, found := strings.Cut(ge.stderr, "couldn't find remote ref ")
 		missing, _, _ = strings.Cut(missing, "\n")
 		missing = strings.TrimSpace(missing)
 		i := slices.Index(want, missing)
 		if !found || i < 0 {
-			return nil, b.unreachable("read "+strings.Join(refs, " "), err)
+			return nil, time.Time{}, b.unreachable("read "+strings.Join(refs, " "), err)
 		}
 		want = slices.Delete(want, i, i+1)
 	}
-	return have, nil
+	return have, latest, nil
 }
 
 // object is what git cat-file --batch said of one name: its id and type
@@ -516,15 +523,17 @@ func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]
 	}
 	b.fetchMu.Lock()
 	defer b.fetchMu.Unlock()
-	have, err := b.fetch(ctx, 1, refs...)
+	srv := serverTime{at: b.clock.Now()}
+	have, date, err := b.fetch(ctx, 1, refs...)
 	if err != nil {
 		return nil, "", err
 	}
+	srv.date = date
 	var names []string
 	for _, r := range refs[:len(kinds)] {
 		if have[r] {
 			lr := scratchRef(r)
-			names = append(names, lr+"^{commit}", lr+":fence", lr+":record.json", lr+":released")
+			names = append(names, lr+"^{commit}", lr+":fence", lr+":record.json", lr+":released", lr+":clock")
 		}
 	}
 	if journal && have[b.JournalRef()] {
@@ -538,15 +547,16 @@ func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]
 	}
 	tips := make([]tip, len(kinds))
 	for i, k := range kinds {
+		tips[i].srv = srv
 		if !have[refs[i]] {
 			continue
 		}
-		o := objs[:4]
-		objs = objs[4:]
+		o := objs[:5]
+		objs = objs[5:]
 		if o[0].typ != "commit" {
 			return nil, "", fmt.Errorf("gitstore: %s: the ref %s is not a commit", k, refs[i])
 		}
-		tips[i] = b.decodeTip(k, o[0].id, o[1], o[2], o[3])
+		tips[i] = b.decodeTip(k, o[0].id, srv, o[1], o[2], o[3], o[4])
 	}
 	var jtip string
 	if journal && have[b.JournalRef()] {
@@ -564,11 +574,11 @@ func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]
 // be was never read, and a fence that is missing or not a positive
 // number makes the record unknown, so a planted tip can neither exhaust
 // memory nor rewind the kind's fence.
-func (b *Backend) decodeTip(kind, sha string, fence, record, released object) tip {
-	t := tip{sha: sha}
+func (b *Backend) decodeTip(kind, sha string, srv serverTime, fence, record, released, clock object) tip {
+	t := tip{sha: sha, srv: srv}
 	blob := func(o object) bool { return o.typ == "blob" && o.data != nil }
 	oversized := false
-	for _, o := range []object{fence, record, released} {
+	for _, o := range []object{fence, record, released, clock} {
 		if o.typ != "" && o.data == nil && o.size > 0 {
 			oversized = true
 		}
@@ -589,7 +599,8 @@ func (b *Backend) decodeTip(kind, sha string, fence, record, released object) ti
 	}
 	t.rec = lease.DecodeRecord(kind, data)
 	t.rec.Fence = t.fence
-	t.rec.Seen = b.judge(kind, sha, t.rec)
+	serverStamped := blob(clock) && string(clock.data) == clockServer
+	t.rec.Seen = b.judge(kind, sha, t.rec, srv, serverStamped)
 	return t
 }
 
@@ -597,7 +608,7 @@ func (b *Backend) decodeTip(kind, sha string, fence, record, released object) ti
 func (b *Backend) tipOf(ctx context.Context, ref string) (string, error) {
 	b.fetchMu.Lock()
 	defer b.fetchMu.Unlock()
-	have, err := b.fetch(ctx, 1, ref)
+	have, _, err := b.fetch(ctx, 1, ref)
 	if err != nil || !have[ref] {
 		return "", err
 	}
@@ -608,17 +619,41 @@ func (b *Backend) tipOf(ctx context.Context, ref string) (string, error) {
 	return objs[0].id, nil
 }
 
-// judge applies the patience rule to the record at commit sha.
-func (b *Backend) judge(kind, sha string, r *lease.Record) lease.Liveness {
+// judge decides whether the record at commit sha is live.
+//
+// A record its writer stamped on the server's clock (serverStamped), read
+// with the server's Date (smart HTTP), is judged on that clock: another
+// process counts it expired once the Date of its own read is past the
+// record's expiry plus [Margin]. Its holder counts it lapsed a second
+// before the server's clock can reach the expiry, on its own clock from
+// the moment it sent the read (Dates are whole seconds and lag). Every
+// other record, and the holder's view as well, is judged by the patience
+// rule (see the package documentation).
+func (b *Backend) judge(kind, sha string, r *lease.Record, srv serverTime, serverStamped bool) lease.Liveness {
 	if r.Corrupt {
 		return lease.Liveness{Rule: lease.RuleCorrupt}
 	}
 	seenAgo, sentAgo, own := b.obs.observe(kind, sha)
 	now := b.clock.Now()
-	exp := now.Add(r.TTL() + Margin(r.TTL()) - seenAgo)
+	ttl := r.TTL()
+	expiry := r.Heartbeat.Add(ttl)
+	// A heartbeat later than the server's time is no honest writer's
+	// (it read the server's Date before it wrote): patience decides.
+	byServer := serverStamped && srv.known() && !r.Heartbeat.After(srv.date.Add(Margin(ttl)))
 	if own {
-		exp = now.Add(r.TTL() - sentAgo)
+		exp, rule := now.Add(ttl-sentAgo), RulePatience
+		if byServer {
+			if e := srv.at.Add(expiry.Sub(srv.date) - time.Second); e.Before(exp) {
+				exp, rule = e, RuleServerDate
+			}
+		}
+		return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: rule}
 	}
+	if byServer {
+		deadline := expiry.Add(Margin(ttl))
+		return lease.Liveness{Live: !srv.date.After(deadline), ExpiresAt: now.Add(deadline.Sub(srv.date)), Rule: RuleServerDate}
+	}
+	exp := now.Add(ttl + Margin(ttl) - seenAgo)
 	return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}
 }
 
@@ -809,13 +844,20 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	default:
 		return nil, true, fmt.Errorf("gitstore: %s: unknown operation %d", kind, ch.Op)
 	}
+	stamped := rec != nil && t.srv.known()
 	if rec != nil {
 		rec.Kind = kind
+		if stamped {
+			stampServer(rec, t.srv, ch.Op == lease.OpAcquire)
+		}
 		data, err := rec.EncodeFile()
 		if err != nil {
 			return nil, true, fmt.Errorf("gitstore: %s: %w", kind, err)
 		}
 		files = map[string][]byte{"fence": []byte(strconv.FormatInt(fence, 10) + "\n"), "record.json": data}
+		if stamped {
+			files["clock"] = []byte(clockServer)
+		}
 	}
 	var lc string
 	if files != nil {
@@ -869,6 +911,12 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	b.obs.confirm(kind, lc, sentStamp)
 	rec.Fence = fence
 	rec.Seen = lease.Liveness{Live: true, ExpiresAt: sent.Add(rec.TTL()), Rule: RulePatience}
+	if stamped {
+		// The server's clock was behind t.srv.date+1s when the read
+		// was sent, so it reaches the record's expiry no sooner than
+		// this, on ours.
+		rec.Seen = lease.Liveness{Live: true, ExpiresAt: t.srv.at.Add(rec.TTL() - time.Second), Rule: RuleServerDate}
+	}
 	return rec, true, nil
 }
 
@@ -905,7 +953,7 @@ func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
 func (b *Backend) Events(ctx context.Context) ([]lease.Event, error) {
 	ref := b.JournalRef()
 	b.fetchMu.Lock()
-	have, err := b.fetch(ctx, fullDepth, ref)
+	have, _, err := b.fetch(ctx, fullDepth, ref)
 	b.fetchMu.Unlock()
 	if err != nil || !have[ref] {
 		return nil, err

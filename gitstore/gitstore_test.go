@@ -55,8 +55,11 @@ func (h *harness) store(t *testing.T, b *Backend) *lease.Store {
 	return s
 }
 
-func run(t *testing.T, url func() string) {
+func run(t *testing.T, url func() string, setup ...func(*harness)) {
 	h := &harness{clock: storetest.NewFakeClock(storetest.T0), url: url}
+	for _, f := range setup {
+		f(h)
+	}
 	backends := map[*lease.Store]*Backend{}
 	var mu sync.Mutex
 	ttl := time.Duration(ttlMinutes * float64(time.Minute))
@@ -111,7 +114,10 @@ func TestConformanceHTTP(t *testing.T) {
 	}
 	srv := gittest.HTTP(t, base)
 	var n atomic.Int64
-	run(t, func() string { return "git+" + srv.URL + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
+	// The server's clock runs with the clients' (the suite's lapses
+	// advance both): its Date decides.
+	run(t, func() string { return "git+" + srv.URL + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) },
+		func(h *harness) { srv.SetClock(h.clock.Now) })
 }
 
 func TestParseURL(t *testing.T) {
@@ -525,5 +531,84 @@ func TestNoRemoteHelpers(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("git ran the ext:: remote helper's command")
+	}
+}
+
+// TestServerDate: over smart HTTP a record is judged by the server's Date,
+// not by any client's clock and without the patience rule's watch: a
+// contender that first looks after the TTL takes over at once, a client
+// clock an hour off changes nothing, a holder whose own clock stood still
+// cannot renew a lease the server's clock has let lapse, and without a
+// Date the patience rule decides.
+func TestServerDate(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	srv := gittest.HTTP(t, base)
+	server := storetest.NewFakeClock(storetest.T0.Add(-10 * time.Hour)) // the server's clock is not the clients'
+	srv.SetClock(server.Now)
+	url := "git+" + srv.URL + "/leases.git"
+	ha := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	hb := &harness{clock: storetest.NewFakeClock(storetest.T0.Add(time.Hour))} // an hour ahead of a
+	sa, sb := ha.store(t, ha.backend(t, url)), hb.store(t, hb.backend(t, url))
+	ttl := time.Minute
+
+	before := ha.clock.Now()
+	a, err := sa.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Record.Seen.Rule != RuleServerDate || a.Record.Seen.ExpiresAt.After(before.Add(ttl-time.Second)) {
+		t.Fatalf("the holder's view: %+v, want the server-date rule and an expiry a second inside the TTL", a.Record.Seen)
+	}
+	if !a.Record.Heartbeat.Equal(server.Now().Truncate(time.Second)) {
+		t.Fatalf("heartbeat %s, want the server's Date %s", a.Record.Heartbeat, server.Now().Truncate(time.Second))
+	}
+	if st, err := sb.Status(bg, "k"); err != nil || st.State != lease.Held || st.Record.Seen.Rule != RuleServerDate {
+		t.Fatalf("b, an hour ahead: %+v %v, want held by the server-date rule", st, err)
+	}
+
+	// The server's clock moves past the TTL and the margin; a's stands
+	// still (a suspended host). b looks for the first time since.
+	server.Advance(ttl + Margin(ttl) + 2*time.Second)
+	hb.clock.Advance(time.Second)
+	if _, err := sa.Heartbeat(bg, a.Record.Ref()); !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("a's heartbeat after the server's TTL: %v, want ErrExpired (never revived)", err)
+	}
+	fresh := &harness{clock: storetest.NewFakeClock(storetest.T0.Add(-3 * time.Hour))} // behind, and never saw it
+	sc := fresh.store(t, fresh.backend(t, url))
+	got, err := sc.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-c", TTLMinutes: ttlMinutes})
+	if err != nil || !got.TookOverExpired || got.Previous == nil || got.Previous.Token != a.Record.Token || got.Record.Fence != a.Record.Fence+1 {
+		t.Fatalf("takeover on first sight: %+v %v", got, err)
+	}
+
+	// Without a Date (a proxy that drops it) the patience rule decides:
+	// a first sighting is held, however old the record.
+	srv.SetClock(nil)
+	server.Advance(10 * ttl)
+	if st, err := sb.Status(bg, "k"); err != nil || st.State != lease.Held || st.Record.Seen.Rule != RulePatience {
+		t.Fatalf("without a Date: %+v %v, want held by the patience rule", st, err)
+	}
+}
+
+func TestLatestDate(t *testing.T) {
+	t.Parallel()
+	trace := strings.Join([]string{
+		"11:58:00.000001 http.c:700 => Send header: GET /leases.git/info/refs?service=git-upload-pack HTTP/1.1",
+		"11:58:00.000002 http.c:700 => Send header: Authorization: Basic <redacted>",
+		"11:58:00.000003 http.c:700 <= Recv header: Date: Thu, 03 Dec 2026 11:58:00 GMT",
+		"11:58:00.000004 http.c:700 <= Recv header: date: Thu, 03 Dec 2026 11:58:02 GMT",
+		"11:58:00.000005 http.c:700 <= Recv header: Date: not a date",
+		"11:58:00.000006 http.c:700 <= Recv header: X-Date: Thu, 03 Dec 2027 11:58:02 GMT",
+		"11:58:00.000007 http.c:700 <= Recv header: Date: Thu, 03 Dec 2026 11:57:00 GMT",
+	}, "\n")
+	want := time.Date(2026, 12, 3, 11, 58, 2, 0, time.UTC)
+	if got := latestDate(strings.NewReader(trace)); !got.Equal(want) {
+		t.Fatalf("latestDate = %s, want %s", got, want)
+	}
+	if got := latestDate(strings.NewReader("=> Send header: Date: Thu, 03 Dec 2026 11:58:00 GMT\n")); !got.IsZero() {
+		t.Fatalf("a sent header counted: %s", got)
 	}
 }

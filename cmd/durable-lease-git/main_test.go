@@ -289,12 +289,28 @@ func TestGitStoreMistakes(t *testing.T) {
 
 // TestPoolRunCutOff: a pool-run whose remote stops answering ends its
 // work with 75 inside the TTL it last confirmed, before another host
-// could count the lease as expired (TTL plus margin from its sighting).
+// could count the lease as expired (TTL plus margin from its sighting
+// under the patience rule, from the server's Date of its last write over
+// smart HTTP).
 func TestPoolRunCutOff(t *testing.T) {
-	t.Parallel()
 	bin := installed(t)
+	for name, serve := range map[string]func(t *testing.T, dir string) (string, func()){
+		"daemon": func(t *testing.T, dir string) (string, func()) { return gittest.Daemon(t, filepath.Dir(dir)) },
+		"http": func(t *testing.T, dir string) (string, func()) {
+			srv := gittest.HTTP(t, filepath.Dir(dir))
+			return srv.URL, srv.Stop
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cutOff(t, bin, serve)
+		})
+	}
+}
+
+func cutOff(t *testing.T, bin string, serve func(t *testing.T, dir string) (string, func())) {
 	dir := gittest.BareRepo(t)
-	prefix, stop := gittest.Daemon(t, filepath.Dir(dir))
+	prefix, stop := serve(t, dir)
 	url := "git+" + prefix + "/" + filepath.Base(dir)
 	h := newHost(t, bin)
 	started := filepath.Join(t.TempDir(), "started")

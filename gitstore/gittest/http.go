@@ -47,9 +47,13 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 	s.URL = "http://" + l.Addr().String()
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		now := s.clock()
+		clock := s.clock
 		s.mu.Unlock()
-		w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+		if clock == nil {
+			w.Header()["Date"] = nil // none, as behind a proxy that drops it
+		} else {
+			w.Header().Set("Date", clock().UTC().Format(http.TimeFormat))
+		}
 		backend.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
@@ -57,7 +61,8 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 	return s
 }
 
-// SetClock makes now the server's clock, for the Date of every reply.
+// SetClock makes now the server's clock, for the Date of every reply;
+// nil sends no Date at all.
 func (s *HTTPServer) SetClock(now func() time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -15,19 +15,23 @@
 // push as the change they record, one commit per event (the message is
 // the event's JSON line).
 //
-// # Time: the patience rule
+// # Time: the server's Date, else the patience rule
 //
-// The git protocol carries no server time and committer dates are the
-// client's say-so, so liveness never depends on them. A holder counts its
-// TTL from the send time of its own confirmed write, on the host's boot
-// clock where it has one. Any other process counts from the moment
-// its host first saw the tip commit: a record is live until the host has
-// watched the same tip unchanged for longer than the TTL plus a margin
-// ([Margin]). Those moments outlive the process in a state file per
-// store under the user's cache directory ([WithStateDir]), so a
-// contender's watch spans its CLI calls. A record seen for the first
-// time is therefore held, never free, and an unreadable one is unknown. The cost: a takeover of a dead
-// holder may take up to about two TTLs (the holder's last TTL plus the
+// Committer dates are the client's say-so, so liveness never depends on
+// them. Over smart HTTP the replies carry the server's Date: a record
+// written and read with one is judged on the server's clock
+// ([RuleServerDate], docs/PROTOCOL.md §10.6). The git protocol itself
+// carries no server time, so over ssh, git:// and file:// the patience
+// rule decides ([RulePatience]). A holder counts its TTL from the send
+// time of its own confirmed write, on the host's boot clock where it has
+// one. Any other process counts from the moment its host first saw the
+// tip commit: a record is live until the host has watched the same tip
+// unchanged for longer than the TTL plus a margin ([Margin]). Those
+// moments outlive the process in a state file per store under the user's
+// cache directory ([WithStateDir]), so a contender's watch spans its CLI
+// calls. A record seen for the first time is therefore held, never free,
+// and an unreadable one is unknown. The cost: a takeover of a dead holder
+// may take up to about two TTLs (the holder's last TTL plus the
 // contender's own watch when it arrives late), and the rule assumes that
 // clocks run at about the same rate, not that they agree.
 package gitstore

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
@@ -174,10 +175,12 @@ type Backend struct {
 
 	obs *observations // the host's sightings (patience rule)
 
-	// afterPush, in tests, runs after a push and may replace its result
-	// (a lost reply); onGit, in tests, sees every git command line.
-	afterPush func(err error) error
-	onGit     func(args []string)
+	// pushHook, in tests, makes each push instead of the backend: with
+	// push, the real one (of any updates: a push that lands late), and
+	// its own result (a lost reply); onGit, in tests, sees every git
+	// command line.
+	pushHook func(ps []push, push func([]push) error) error
+	onGit    func(args []string)
 }
 
 // Option configures a [Backend].
@@ -406,6 +409,12 @@ func (b *Backend) fetch(ctx context.Context, depth int, refs ...string) (map[str
 			args = append(args, "+"+r+":"+scratchRef(r))
 		}
 		_, date, err := b.gitDated(ctx, args...)
+		for n := 1; retryable(err) && n <= maxRetries; n++ {
+			if werr := backoff(ctx, n); werr != nil {
+				return nil, time.Time{}, b.unreachable("read "+strings.Join(refs, " "), err)
+			}
+			_, date, err = b.gitDated(ctx, args...)
+		}
 		if date.After(latest) {
 			latest = date // a refusal's replies are the server's too
 		}
@@ -741,10 +750,50 @@ func (b *Backend) commit(ctx context.Context, parent string, files map[string][]
 // none) to commit.
 type push struct{ ref, old, commit string }
 
+// maxRetries bounds the retries of a read the server asked to repeat
+// later (HTTP 429 or 5xx).
+const maxRetries = 3
+
+var retryableRE = regexp.MustCompile(`returned error: (429|5[0-9][0-9])\b`)
+
+// retryable reports a git call the server refused for now: HTTP 429 (rate
+// limited) or a 5xx. A read is simply made again; a write's outcome is
+// unknown and is read before anything else (see apply).
+func retryable(err error) bool {
+	var ge *gitError
+	return errors.As(err, &ge) && !ge.timeout && retryableRE.MatchString(ge.stderr)
+}
+
+// backoff waits before the n-th retry: 250 ms doubled per retry, up to
+// 2 s, each with up to half again at random so that racing processes do
+// not retry in step. It returns early with ctx's error.
+func backoff(ctx context.Context, n int) error {
+	d := min(250*time.Millisecond<<(n-1), 2*time.Second)
+	d += time.Duration(mathrand.Int64N(int64(d / 2)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // errLost reports a compare-and-swap lost to another writer.
 var errLost = errors.New("gitstore: lost the race")
 
 func (b *Backend) push(ctx context.Context, ps []push) error {
+	if b.pushHook != nil {
+		return b.pushHook(ps, func(ps []push) error { return b.pushNow(ctx, ps) })
+	}
+	return b.pushNow(ctx, ps)
+}
+
+// pushNow pushes ps in one atomic push: nil when every update was made,
+// errLost when the compare-and-swap was lost, another error when the
+// outcome is unknown.
+func (b *Backend) pushNow(ctx context.Context, ps []push) error {
 	args := []string{"push", "--porcelain", "--quiet", "--atomic", "--no-verify"}
 	for _, p := range ps {
 		args = append(args, "--force-with-lease="+p.ref+":"+p.old)
@@ -754,9 +803,6 @@ func (b *Backend) push(ctx context.Context, ps []push) error {
 		args = append(args, p.commit+":"+p.ref)
 	}
 	out, err := b.git(ctx, nil, args...)
-	if b.afterPush != nil {
-		err = b.afterPush(err)
-	}
 	if err == nil {
 		return nil
 	}
@@ -778,6 +824,7 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
+	pending := map[string]*write{}
 	for round := 1; ; round++ {
 		// The journal's tip comes with the lease's: a change that
 		// records an event pushes both.
@@ -785,11 +832,17 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 		if err != nil {
 			return nil, err
 		}
+		if w := pending[t.sha]; w != nil {
+			// A push whose outcome was unknown, and whose ref read
+			// unchanged afterwards, has landed since: it was still on
+			// its way. It is this update's success.
+			return b.landed(kind, t.sha, w), nil
+		}
 		ch, err := fn(t.rec)
 		if err != nil {
 			return nil, err
 		}
-		rec, done, err := b.apply(ctx, kind, t, jtip, ch)
+		rec, done, err := b.apply(ctx, kind, t, jtip, ch, pending)
 		if err != nil || done {
 			return rec, err
 		}
@@ -811,7 +864,9 @@ var _ lease.ReadingUpdater = (*Backend)(nil)
 // apply tries to commit ch over t (and its event over the journal's tip
 // jtip) once. done is false when the round was
 // lost (or its outcome was settled as not made) and fn must decide again.
-func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch lease.Change) (*lease.Record, bool, error) {
+// Every push not confirmed is noted in pending, by the commit it would
+// have put on ps[0]'s ref.
+func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch lease.Change, pending map[string]*write) (*lease.Record, bool, error) {
 	var ps []push
 	var rec *lease.Record
 	var files map[string][]byte
@@ -891,7 +946,12 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	if len(ps) == 0 {
 		return nil, true, nil
 	}
-	sent, sentStamp := b.Now(), b.obs.now()
+	w := &write{rec: rec, fence: fence, sent: b.Now(), sentStamp: b.obs.now(), srv: t.srv, stamped: stamped}
+	// Whatever the push reports, a later read that finds this commit on
+	// the tip means it landed: a refusal is no proof that it did not
+	// (over HTTP the transport resends a request whose reply was lost on
+	// a reused connection, and the resent copy loses to the first).
+	pending[ps[0].commit] = w
 	err := b.push(ctx, ps)
 	if errors.Is(err, errLost) {
 		return nil, false, nil
@@ -904,24 +964,47 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 			return nil, true, fmt.Errorf("%w: %s: the outcome of a write to %s is unknown: %v", ErrUnreachable, b.loc, kind, err)
 		case now == ps[0].commit:
 			// Ours: the atomic push made every update.
+		case now == ps[0].old:
+			// Not made yet; decide again (it is still ours if it
+			// turns up on the tip after all).
+			if err := backoff(ctx, 1); err != nil {
+				return nil, true, err
+			}
+			return nil, false, nil
 		default:
-			// Another commit (lost) or unchanged (not made): decide again.
+			// Another writer's commit: lost. Decide again.
 			return nil, false, nil
 		}
 	}
-	if rec == nil {
-		return nil, true, nil
+	return b.landed(kind, lc, w), true, nil
+}
+
+// write is a push made: what it wrote and when.
+type write struct {
+	rec       *lease.Record // nil for a tombstone or a journal entry alone
+	fence     int64
+	sent      time.Time
+	sentStamp stamp
+	srv       serverTime // of the read it was decided on
+	stamped   bool       // rec's times are the server's
+}
+
+// landed is the record of w, confirmed on kind's ref as commit lc.
+func (b *Backend) landed(kind, lc string, w *write) *lease.Record {
+	if w.rec == nil {
+		return nil
 	}
-	b.obs.confirm(kind, lc, sentStamp)
-	rec.Fence = fence
-	rec.Seen = lease.Liveness{Live: true, ExpiresAt: sent.Add(rec.TTL()), Rule: RulePatience}
-	if stamped {
-		// The server's clock was behind t.srv.date+1s when the read
-		// was sent, so it reaches the record's expiry no sooner than
-		// this, on ours.
-		rec.Seen = lease.Liveness{Live: true, ExpiresAt: t.srv.at.Add(rec.TTL() - time.Second), Rule: RuleServerDate}
+	b.obs.confirm(kind, lc, w.sentStamp)
+	rec := w.rec
+	rec.Fence = w.fence
+	rec.Seen = lease.Liveness{Live: true, ExpiresAt: w.sent.Add(rec.TTL()), Rule: RulePatience}
+	if w.stamped {
+		// The server's clock was behind srv.date+1s when the read was
+		// sent, so it reaches the record's expiry no sooner than this,
+		// on ours.
+		rec.Seen = lease.Liveness{Live: true, ExpiresAt: w.srv.at.Add(rec.TTL() - time.Second), Rule: RuleServerDate}
 	}
-	return rec, true, nil
+	return rec
 }
 
 func opName(op lease.Op) string {
@@ -938,12 +1021,16 @@ func opName(op lease.Op) string {
 
 // Journal appends e to the journal ref on its own.
 func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
+	pending := map[string]*write{}
 	for round := 1; ; round++ {
 		_, jtip, err := b.loadAll(ctx, nil, true)
 		if err != nil {
 			return err
 		}
-		_, done, err := b.apply(ctx, "", tip{}, jtip, lease.Change{Op: lease.OpNone, Event: &e})
+		if pending[jtip] != nil {
+			return nil // an append whose outcome was unknown landed
+		}
+		_, done, err := b.apply(ctx, "", tip{}, jtip, lease.Change{Op: lease.OpNone, Event: &e}, pending)
 		if err != nil || done {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,7 +238,8 @@ func TestLostReply(t *testing.T) {
 	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
 	b := h.backend(t, url)
 	var lost atomic.Int64
-	b.afterPush = func(err error) error {
+	b.pushHook = func(ps []push, push func([]push) error) error {
+		err := push(ps)
 		if err == nil && lost.Add(1) == 1 {
 			return errors.New("connection reset after sending")
 		}
@@ -610,5 +612,151 @@ func TestLatestDate(t *testing.T) {
 	}
 	if got := latestDate(strings.NewReader("=> Send header: Date: Thu, 03 Dec 2026 11:58:00 GMT\n")); !got.IsZero() {
 		t.Fatalf("a sent header counted: %s", got)
+	}
+}
+
+// httpStore is a bare repository served over smart HTTP, and its URL.
+func httpStore(t *testing.T) (*gittest.HTTPServer, string, string) {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "leases.git")
+	if out, err := exec.Command("git", "init", "--quiet", "--bare", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	srv := gittest.HTTP(t, base)
+	return srv, "git+" + srv.URL + "/leases.git", dir
+}
+
+// commits is the number of commits on ref in the repository at dir.
+func commits(t *testing.T, dir, ref string) int {
+	t.Helper()
+	out, err := exec.Command("git", "--git-dir="+dir, "rev-list", "--count", ref).Output()
+	if err != nil {
+		t.Fatalf("rev-list %s: %v", ref, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return n
+}
+
+// TestServerAsksToWait: a read the server refuses for now (503, 429) is
+// made again after a backoff; a push refused so is read again before
+// anything else, then decided again; a server that keeps refusing is
+// unavailable, after a bounded time.
+func TestServerAsksToWait(t *testing.T) {
+	t.Parallel()
+	srv, url, dir := httpStore(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	srv.SetClock(h.clock.Now)
+	s := h.store(t, h.backend(t, url))
+	var mu sync.Mutex
+	refused := map[string]int{}
+	refuse := func(what string, status, times int) gittest.Fault {
+		return func(r *http.Request) (int, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Contains(r.URL.String(), what) && refused[what] < times {
+				refused[what]++
+				return status, false
+			}
+			return 0, false
+		}
+	}
+	srv.SetFault(refuse("service=git-upload-pack", http.StatusServiceUnavailable, 2))
+	if st, err := s.Status(bg, "k"); err != nil || st.State != lease.Free {
+		t.Fatalf("status after two 503s: %+v %v", st, err)
+	}
+	srv.SetFault(refuse("git-receive-pack", http.StatusTooManyRequests, 1))
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil || a.Record.Fence != 1 {
+		t.Fatalf("acquire after a 429 on the push: %+v %v", a, err)
+	}
+	mu.Lock()
+	if refused["service=git-upload-pack"] != 2 || refused["git-receive-pack"] != 1 {
+		t.Fatalf("refusals served: %v", refused)
+	}
+	mu.Unlock()
+	if n := commits(t, dir, "refs/durable-lease/default/leases/k"); n != 1 {
+		t.Fatalf("%d commits on the ref, want the one push that landed", n)
+	}
+	srv.SetFault(func(*http.Request) (int, bool) { return http.StatusBadGateway, false })
+	start := time.Now()
+	if _, err := s.Status(bg, "k"); !errors.Is(err, lease.ErrUnavailable) || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("status while the server always refuses: %v, want unavailable naming the 502", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("gave up after %s", d)
+	}
+}
+
+// TestLostReplyOverHTTP: a push the server made and whose reply never
+// came is a success, pushed once by the store. (git's HTTP transport
+// resends the request itself when the connection it reused closes
+// without a reply; the copy loses the compare-and-swap to the first,
+// which read as a lost race, and the store took its own lease for a
+// stranger's.)
+func TestLostReplyOverHTTP(t *testing.T) {
+	t.Parallel()
+	srv, url, dir := httpStore(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	srv.SetClock(h.clock.Now)
+	var posts atomic.Int64
+	srv.SetFault(func(r *http.Request) (int, bool) {
+		return 0, r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") && posts.Add(1) == 1
+	})
+	b := h.backend(t, url)
+	var pushes atomic.Int64
+	b.onGit = func(args []string) {
+		if args[0] == "push" {
+			pushes.Add(1)
+		}
+	}
+	s := h.store(t, b)
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil || a.Record.Fence != 1 {
+		t.Fatalf("acquire whose reply was lost: %+v %v", a, err)
+	}
+	if pushes.Load() != 1 {
+		t.Fatalf("%d pushes, want 1 (no resend)", pushes.Load())
+	}
+	t.Logf("the server saw %d receive-pack requests", posts.Load())
+	if n := commits(t, dir, "refs/durable-lease/default/leases/k"); n != 1 {
+		t.Fatalf("%d commits on the ref, want 1", n)
+	}
+}
+
+// TestLateLanding: a push whose outcome was unknown and whose ref then
+// read unchanged may still land (it was on its way); when a later round
+// finds it on the tip, it is that update's success, not a lease held by
+// a stranger with the caller's own token.
+func TestLateLanding(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, url)
+	var late []push
+	var calls atomic.Int64
+	b.pushHook = func(ps []push, push func([]push) error) error {
+		switch calls.Add(1) {
+		case 1: // sent, no reply, not arrived yet
+			late = ps
+			return errors.New("connection reset after sending")
+		case 2: // the first one arrives just before the second
+			if err := push(late); err != nil {
+				t.Errorf("the late push: %v", err)
+			}
+		}
+		return push(ps)
+	}
+	s := h.store(t, b)
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil || a.Record.Fence != 1 {
+		t.Fatalf("acquire whose first push landed late: %+v %v", a, err)
+	}
+	st, err := h.store(t, h.backend(t, url)).Status(bg, "k")
+	if err != nil || st.State != lease.Held || st.Record.Token != a.Record.Token {
+		t.Fatalf("status: %+v %v, want held with the acquisition's token", st, err)
+	}
+	if _, err := s.Heartbeat(bg, a.Record.Ref()); err != nil {
+		t.Fatalf("heartbeat of the late-landed lease: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cgi"
+	"net/http/httptest"
 	"os/exec"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ type HTTPServer struct {
 
 	mu    sync.Mutex
 	clock func() time.Time
+	fault Fault
 	srv   *http.Server
 	once  sync.Once
 }
@@ -47,8 +49,27 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 	s.URL = "http://" + l.Addr().String()
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		clock := s.clock
+		clock, fault := s.clock, s.fault
 		s.mu.Unlock()
+		status, drop := 0, false
+		if fault != nil {
+			status, drop = fault(r)
+		}
+		if status != 0 {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		if drop {
+			// Serve the request in full, then close the connection
+			// without a reply: the client cannot tell what happened.
+			backend.ServeHTTP(httptest.NewRecorder(), r)
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+				}
+			}
+			return
+		}
 		if clock == nil {
 			w.Header()["Date"] = nil // none, as behind a proxy that drops it
 		} else {
@@ -59,6 +80,18 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 	go func() { _ = s.srv.Serve(l) }()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// A Fault decides how the server treats a request: answered with status
+// instead (an error: 429, 503) when it is not 0, or served and then left
+// without a reply (drop: the connection closes).
+type Fault func(r *http.Request) (status int, drop bool)
+
+// SetFault makes f decide every request from now on; nil serves all.
+func (s *HTTPServer) SetFault(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault = f
 }
 
 // SetClock makes now the server's clock, for the Date of every reply;

@@ -347,3 +347,48 @@ func cutOff(t *testing.T, bin string, serve func(t *testing.T, dir string) (stri
 	}
 	t.Logf("cut off after %s: %s", time.Since(cut).Round(time.Millisecond), strings.TrimSpace(r.stderr))
 }
+
+// TestLiveGitHub runs a baton on a real GitHub repository over HTTPS, with
+// the server's Date deciding, when DL_GITHUB_REPO (owner/name) and
+// DL_GITHUB_TOKEN (a token allowed to push to it) are set; it is opt-in
+// and skipped otherwise. Each run uses a namespace of its own
+// (refs/durable-lease/live-<random>/), which it leaves behind: delete
+// old ones with git push --delete.
+func TestLiveGitHub(t *testing.T) {
+	repo, token := os.Getenv("DL_GITHUB_REPO"), os.Getenv("DL_GITHUB_TOKEN")
+	if repo == "" || token == "" {
+		testrun.Skip(t, "set DL_GITHUB_REPO=owner/name and DL_GITHUB_TOKEN to run a baton on a real GitHub repository")
+	}
+	bin := installed(t)
+	h := newHost(t, bin)
+	home := strings.TrimPrefix(h.env[2], "HOME=")
+	// The token reaches git through a credential helper, as a user's
+	// would: never in the URL or argv.
+	helper := "[credential]\n\thelper = \"!f() { test \\\"$1\\\" = get && echo username=x-access-token && echo password=$DL_GITHUB_TOKEN; }; f\"\n"
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(helper), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("live-%d", time.Now().UnixNano())
+	url := "git+https://github.com/" + repo + ".git#" + ns
+	a := h.run("lease", "acquire", "--store", url, "--kind", "baton", "--owner", "ci-live", "--ttl", "10")
+	if a.code != 0 || a.out["fence"] != float64(1) {
+		t.Fatalf("acquire: exit %d %s %s", a.code, a.stdout, a.stderr)
+	}
+	if strings.Contains(a.stdout+a.stderr, token) {
+		t.Fatal("the token appeared in the output")
+	}
+	token1 := a.out["record"].(map[string]any)["token"].(string)
+	other := &host{t: t, bin: bin, env: []string{"PATH=/usr/bin:/bin", "XDG_CACHE_HOME=" + t.TempDir(), "HOME=" + home}}
+	if s := other.run("lease", "status", "--store", url, "--kind", "baton"); s.out["state"] != "held" {
+		t.Fatalf("another host's status: %s %s", s.stdout, s.stderr)
+	}
+	hb := h.run("lease", "heartbeat", "--store", url, "--kind", "baton", "--owner", "ci-live", "--token", token1)
+	if hb.code != 0 {
+		t.Fatalf("heartbeat: exit %d %s %s", hb.code, hb.stdout, hb.stderr)
+	}
+	rel := h.run("lease", "release", "--store", url, "--kind", "baton", "--owner", "ci-live", "--token", token1)
+	if rel.code != 0 {
+		t.Fatalf("release: exit %d %s %s", rel.code, rel.stdout, rel.stderr)
+	}
+	t.Logf("acquire %s, heartbeat %s, release %s", a.took.Round(time.Millisecond), hb.took.Round(time.Millisecond), rel.took.Round(time.Millisecond))
+}

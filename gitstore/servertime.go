@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -31,6 +30,11 @@ func (s serverTime) known() bool { return !s.date.IsZero() }
 // clockServer is the content of a lease commit's clock entry when its
 // record's times are the server's (PROTOCOL §10.6).
 const clockServer = "server\n"
+
+// imfFixdate is the form of every HTTP Date a server sends (RFC 9110
+// §5.6.7; net/http's TimeFormat, which the store does not link: it keeps
+// net out of durable-lease-git).
+const imfFixdate = "Mon, 02 Jan 2006 15:04:05 GMT"
 
 // maxTrace bounds what is read of git's HTTP trace (headers only).
 const maxTrace = 1 << 20
@@ -96,7 +100,7 @@ func latestDate(r io.Reader) time.Time {
 		if !ok || !strings.EqualFold(strings.TrimSpace(name), "date") {
 			continue
 		}
-		if d, err := http.ParseTime(strings.TrimSpace(value)); err == nil && d.After(latest) {
+		if d, err := time.Parse(imfFixdate, strings.TrimSpace(value)); err == nil && d.After(latest) {
 			latest = d
 		}
 	}

@@ -108,19 +108,7 @@ func (h *host) run(exe string, args ...string) result {
 // git+file://, git daemon and smart HTTP; pool refuses a git store.
 func TestLeaseOnGitStore(t *testing.T) {
 	bin := installed(t)
-	for name, remote := range map[string]func(t *testing.T) string{
-		"file": func(t *testing.T) string { return "git+file://" + gittest.BareRepo(t) + "#ci" },
-		"daemon": func(t *testing.T) string {
-			dir := gittest.BareRepo(t)
-			prefix, _ := gittest.Daemon(t, filepath.Dir(dir))
-			return "git+" + prefix + "/" + filepath.Base(dir)
-		},
-		"http": func(t *testing.T) string {
-			dir := gittest.BareRepo(t)
-			srv := gittest.HTTP(t, filepath.Dir(dir))
-			return "git+" + srv.URL + "/" + filepath.Base(dir) + "#ci"
-		},
-	} {
+	for name, remote := range transports {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			url := remote(t)
@@ -218,12 +206,35 @@ func TestTakeoverAcrossCalls(t *testing.T) {
 	}
 }
 
-// TestRacingProcesses: processes racing for one kind on one remote: one
-// winner, every other refused as held, none unavailable.
+// TestRacingProcesses: processes racing for one kind on one remote, over
+// each transport: one winner, every other refused as held, none
+// unavailable.
 func TestRacingProcesses(t *testing.T) {
-	t.Parallel()
 	bin := installed(t)
-	url := "git+file://" + gittest.BareRepo(t)
+	for name, remote := range transports {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			race(t, bin, remote(t))
+		})
+	}
+}
+
+// transports serve a new bare repository each and give its store URL.
+var transports = map[string]func(t *testing.T) string{
+	"file": func(t *testing.T) string { return "git+file://" + gittest.BareRepo(t) + "#ci" },
+	"daemon": func(t *testing.T) string {
+		dir := gittest.BareRepo(t)
+		prefix, _ := gittest.Daemon(t, filepath.Dir(dir))
+		return "git+" + prefix + "/" + filepath.Base(dir)
+	},
+	"http": func(t *testing.T) string {
+		dir := gittest.BareRepo(t)
+		srv := gittest.HTTP(t, filepath.Dir(dir))
+		return "git+" + srv.URL + "/" + filepath.Base(dir) + "#ci"
+	},
+}
+
+func race(t *testing.T, bin, url string) {
 	const n = 6
 	results := make([]result, n)
 	var wg sync.WaitGroup

@@ -1,13 +1,14 @@
 #!/bin/sh
 # bench/git.sh: what a lease on a git store costs, beside a plain git push
 # of one commit to the same remote, on each transport it can run here
-# hermetically: a bare repository (git+file://) and git daemon (git://)
-# on loopback (issue 20).
+# hermetically: a bare repository (git+file://), git daemon (git://) and
+# smart HTTP (git http-backend behind bench/githttp, http://), all on
+# loopback (issue 20).
 #
 # It builds lease and durable-lease-git as the README installs them
-# (CGO_ENABLED=0), makes a bare repository, serves it with git daemon on a
-# free loopback port, and times with hyperfine -N, RUNS runs each (after
-# WARMUP warm-ups), per transport:
+# (CGO_ENABLED=0), makes a bare repository, serves it with git daemon and
+# bench/githttp on free loopback ports, and times with hyperfine -N, RUNS
+# runs each (after WARMUP warm-ups), per transport:
 #
 #   git-push       git push --force of a new empty commit to a branch:
 #                  the reference (--prepare makes the commit)
@@ -34,15 +35,17 @@ WARMUP=${WARMUP:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lease-git.XXXXXX")
 daemon_pid=
+http_pid=
 cleanup() {
 	[ -z "$daemon_pid" ] || { kill "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
+	[ -z "$http_pid" ] || { kill "$http_pid" 2>/dev/null || true; wait "$http_pid" 2>/dev/null || true; }
 	if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 plain_paths "$tmp"
 
-(cd "$root" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/lease ./cmd/durable-lease-git)
+(cd "$root" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/lease ./cmd/durable-lease-git ./bench/githttp)
 lease=$tmp/bin/lease
 export XDG_CACHE_HOME="$tmp/cache"
 
@@ -61,6 +64,16 @@ until git ls-remote "git://127.0.0.1:$port/leases.git" >/dev/null 2>&1; do
 	sleep 0.1
 done
 
+"$tmp/bin/githttp" "$tmp/srv" >"$tmp/http.url" 2>"$tmp/http.log" &
+http_pid=$!
+i=0
+until [ -s "$tmp/http.url" ] && git ls-remote "$(cat "$tmp/http.url")/leases.git" >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || { cat "$tmp/http.log" >&2; die "bench/githttp did not answer within 10 s"; }
+	sleep 0.1
+done
+http_url=$(cat "$tmp/http.url")
+
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "code:    $(describe "$root")"
 echo "machine: $(cpus); load $(loadavg)"
@@ -69,10 +82,11 @@ echo "runs:    $RUNS each, $WARMUP warm-ups"
 echo
 
 commit_cmd="git -C $tmp/work -c user.name=bench -c user.email=bench@localhost commit -q --allow-empty -m next"
-for transport in file daemon; do
+for transport in file daemon http; do
 	case $transport in
 	file) remote=file://$tmp/srv/leases.git ;;
 	daemon) remote=git://127.0.0.1:$port/leases.git ;;
+	http) remote=$http_url/leases.git ;;
 	esac
 	# one namespace per transport: both reach the same repository
 	S=git+$remote#bench-$transport

@@ -25,21 +25,30 @@ type HTTPServer struct {
 	once  sync.Once
 }
 
+// Backend is git http-backend serving every repository under base, pushes
+// included without authentication (a server for tests and benchmarks, on
+// loopback only).
+func Backend(base string) (http.Handler, error) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		return nil, err
+	}
+	return &cgi.Handler{
+		Path: gitPath,
+		Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1",
+			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
+	}, nil
+}
+
 // HTTP serves the bare repositories under base over smart HTTP until the
 // test ends (or Stop).
 func HTTP(t *testing.T, base string) *HTTPServer {
 	t.Helper()
 	NeedGit(t)
-	gitPath, err := exec.LookPath("git")
+	backend, err := Backend(base)
 	if err != nil {
 		t.Fatal(err)
-	}
-	backend := &cgi.Handler{
-		Path: gitPath,
-		Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1",
-			// Pushes without a REMOTE_USER: the server of a test.
-			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
 	}
 	s := &HTTPServer{clock: time.Now}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -129,6 +129,12 @@ func TestLeaseOnGitStore(t *testing.T) {
 			if hb := h.run("lease", "heartbeat", "--kind", "baton", "--owner", "ci-one", "--token", token); hb.code != 0 || hb.out["ok"] != true {
 				t.Fatalf("heartbeat: exit %d %s %s", hb.code, hb.stdout, hb.stderr)
 			}
+			if r := h.run("lease", "reap", "--kind", "baton"); r.code != 1 || r.out["code"] != "not_dead" {
+				t.Fatalf("reap of a live lease: exit %d %s", r.code, r.stdout)
+			}
+			if r := h.run("lease", "reconcile"); r.code != 0 || !strings.Contains(r.stdout, `"held":[{"kind":"baton","state":"held"`) {
+				t.Fatalf("reconcile: exit %d %s", r.code, r.stdout)
+			}
 			// The store is named with its namespace, default or not.
 			canonical := url
 			if !strings.Contains(url, "#") {

@@ -45,7 +45,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 plain_paths "$tmp"
 
-(cd "$root" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/lease ./cmd/durable-lease-git ./bench/githttp)
+(cd "$root" && CGO_ENABLED=0 go build -o "$tmp/bin/" ./cmd/lease ./cmd/durable-lease-git &&
+	go build -o "$tmp/bin/githttp" bench/githttp/main.go)
 lease=$tmp/bin/lease
 export XDG_CACHE_HOME="$tmp/cache"
 

@@ -1,9 +1,15 @@
+//go:build ignore
+
+// Run it with `go run bench/githttp/main.go DIR` (bench/git.sh builds it):
+// the build tag keeps this helper out of `go install ./...`, which
+// pre-commit runs to install the repository's commands.
+
 // Command githttp serves the bare repositories under a directory over
 // smart HTTP on loopback (git http-backend behind net/http/cgi, pushes
 // allowed without authentication), for bench/git.sh. It prints its URL
 // prefix on stdout and serves until it is killed.
 //
-//	go run ./bench/githttp DIR
+//	go run bench/githttp/main.go DIR
 package main
 
 import (

@@ -24,7 +24,9 @@ import (
 	"github.com/durable-lease/durable-lease/lease/leasetest"
 )
 
-func TestMain(m *testing.M) { testrun.Main(m) }
+// The tests wait on git processes and servers more than they compute:
+// more of them at once than there are cores.
+func TestMain(m *testing.M) { testrun.Main(m, testrun.Parallel(8)) }
 
 var bg = context.Background()
 

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mathrand "math/rand/v2"
 	"net/url"
 	"os"
@@ -382,10 +383,11 @@ func (b *Backend) unreachable(what string, err error) error {
 // tip is one ref as read: its commit ("" when absent), the record (nil for
 // none or a tombstone) and the kind's fence.
 type tip struct {
-	sha   string
-	rec   *lease.Record
-	fence int64
-	srv   serverTime // what the read learned of the server's clock
+	sha    string
+	rec    *lease.Record
+	fence  int64
+	srv    serverTime // what the read learned of the server's clock
+	holder time.Time  // until when the holder may count on rec (judge)
 }
 
 // fullDepth is git's way of saying "the whole history" to fetch --depth.
@@ -613,7 +615,7 @@ func (b *Backend) decodeTip(kind, sha string, srv serverTime, fence, record, rel
 	t.rec = lease.DecodeRecord(kind, data)
 	t.rec.Fence = t.fence
 	serverStamped := blob(clock) && string(clock.data) == clockServer
-	t.rec.Seen = b.judge(kind, sha, t.rec, srv, serverStamped)
+	t.rec.Seen, t.holder = b.judge(kind, sha, t.rec, srv, serverStamped)
 	return t
 }
 
@@ -632,19 +634,25 @@ func (b *Backend) tipOf(ctx context.Context, ref string) (string, error) {
 	return objs[0].id, nil
 }
 
-// judge decides whether the record at commit sha is live.
+// judge decides whether the record at commit sha is live, as any
+// process but its holder must see it, and until when its holder may
+// count on it (holder: zero when this host has no write of sha and the
+// server's clock does not say).
 //
 // A record its writer stamped on the server's clock (serverStamped), read
-// with the server's Date (smart HTTP), is judged on that clock: another
-// process counts it expired once the Date of its own read is past the
-// record's expiry plus [Margin]. Its holder counts it lapsed a second
-// before the server's clock can reach the expiry, on its own clock from
-// the moment it sent the read (Dates are whole seconds and lag). Every
-// other record, and the holder's view as well, is judged by the patience
-// rule (see the package documentation).
-func (b *Backend) judge(kind, sha string, r *lease.Record, srv serverTime, serverStamped bool) lease.Liveness {
+// with the server's Date (smart HTTP), is judged on that clock: it is
+// expired once the Date of the read is past the record's expiry plus
+// [Margin]; its holder counts it lapsed a second before the server's
+// clock can reach the expiry, on its own clock from the moment it sent
+// the read (Dates are whole seconds and lag). Every other record is
+// judged by the patience rule, and its holder's time by the send time of
+// the host's own write (see the package documentation). The holder's
+// deadline only ever refuses a renewal: every reader, the holder's own
+// host included, is shown the contender's view, so that another process
+// on the holder's host cannot take over before the margin is up.
+func (b *Backend) judge(kind, sha string, r *lease.Record, srv serverTime, serverStamped bool) (live lease.Liveness, holder time.Time) {
 	if r.Corrupt {
-		return lease.Liveness{Rule: lease.RuleCorrupt}
+		return lease.Liveness{Rule: lease.RuleCorrupt}, time.Time{}
 	}
 	seenAgo, sentAgo, own := b.obs.observe(kind, sha)
 	now := b.clock.Now()
@@ -654,20 +662,26 @@ func (b *Backend) judge(kind, sha string, r *lease.Record, srv serverTime, serve
 	// (it read the server's Date before it wrote): patience decides.
 	byServer := serverStamped && srv.known() && !r.Heartbeat.After(srv.date.Add(Margin(ttl)))
 	if own {
-		exp, rule := now.Add(ttl-sentAgo), RulePatience
-		if byServer {
-			if e := srv.at.Add(expiry.Sub(srv.date) - time.Second); e.Before(exp) {
-				exp, rule = e, RuleServerDate
-			}
-		}
-		return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: rule}
+		holder = now.Add(ttl - sentAgo)
 	}
 	if byServer {
+		if e := srv.at.Add(expiry.Sub(srv.date) - time.Second); holder.IsZero() || e.Before(holder) {
+			holder = e
+		}
 		deadline := expiry.Add(Margin(ttl))
-		return lease.Liveness{Live: !srv.date.After(deadline), ExpiresAt: now.Add(deadline.Sub(srv.date)), Rule: RuleServerDate}
+		return lease.Liveness{Live: !srv.date.After(deadline), ExpiresAt: now.Add(deadline.Sub(srv.date)), Rule: RuleServerDate}, holder
 	}
-	exp := now.Add(ttl + Margin(ttl) - seenAgo)
-	return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}
+	exp := now.Add(addSat(ttl, Margin(ttl)) - seenAgo)
+	return lease.Liveness{Live: !now.After(exp), ExpiresAt: exp, Rule: RulePatience}, holder
+}
+
+// addSat is a+b for durations that are not negative, at most the largest
+// duration (a TTL of centuries plus its margin must not wrap to the past).
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Read returns kind's record, nil when there is none.
@@ -824,15 +838,18 @@ func (b *Backend) Update(ctx context.Context, kind string, fn func(cur *lease.Re
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	pending := map[string]*write{}
+	pending := newAttempts()
 	for round := 1; ; round++ {
+		if pending.unknown >= maxUnknown {
+			return nil, fmt.Errorf("%w: %s: the outcome of %d writes to %s is unknown: the remote answers reads but not pushes", ErrUnreachable, b.loc, pending.unknown, kind)
+		}
 		// The journal's tip comes with the lease's: a change that
 		// records an event pushes both.
 		t, jtip, err := b.load(ctx, kind, true)
 		if err != nil {
 			return nil, err
 		}
-		if w := pending[t.sha]; w != nil {
+		if w := pending.writes[t.sha]; w != nil {
 			// A push whose outcome was unknown, and whose ref read
 			// unchanged afterwards, has landed since: it was still on
 			// its way. It is this update's success.
@@ -866,7 +883,7 @@ var _ lease.ReadingUpdater = (*Backend)(nil)
 // lost (or its outcome was settled as not made) and fn must decide again.
 // Every push not confirmed is noted in pending, by the commit it would
 // have put on ps[0]'s ref.
-func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch lease.Change, pending map[string]*write) (*lease.Record, bool, error) {
+func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch lease.Change, pending *attempts) (*lease.Record, bool, error) {
 	var ps []push
 	var rec *lease.Record
 	var files map[string][]byte
@@ -886,7 +903,7 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 			return nil, true, fmt.Errorf("gitstore: %s: renew needs a whole record", kind)
 		case t.rec == nil:
 			return nil, true, fmt.Errorf("%w: %s has no record to renew", lease.ErrNotHeld, kind)
-		case t.rec.Corrupt || !t.rec.Seen.Live:
+		case t.rec.Corrupt || !t.rec.Seen.Live || !t.holder.IsZero() && b.clock.Now().After(t.holder):
 			return nil, true, fmt.Errorf("%w: the lease %s has lapsed; it is never revived", lease.ErrExpired, kind)
 		case ch.Record.Token != t.rec.Token:
 			return nil, true, fmt.Errorf("%w: a renewal of %s must keep its token", lease.ErrNotOwner, kind)
@@ -951,14 +968,16 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	// the tip means it landed: a refusal is no proof that it did not
 	// (over HTTP the transport resends a request whose reply was lost on
 	// a reused connection, and the resent copy loses to the first).
-	pending[ps[0].commit] = w
+	pending.writes[ps[0].commit] = w
 	err := b.push(ctx, ps)
 	if errors.Is(err, errLost) {
 		return nil, false, nil
 	}
 	if err != nil {
 		// The outcome is unknown: settle it by reading the ref again.
-		now, rerr := b.tipOf(context.WithoutCancel(ctx), ps[0].ref)
+		// With the caller's deadline: past it the outcome stays
+		// unknown, which is what the caller is told.
+		now, rerr := b.tipOf(ctx, ps[0].ref)
 		switch {
 		case rerr != nil:
 			return nil, true, fmt.Errorf("%w: %s: the outcome of a write to %s is unknown: %v", ErrUnreachable, b.loc, kind, err)
@@ -967,6 +986,7 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 		case now == ps[0].old:
 			// Not made yet; decide again (it is still ours if it
 			// turns up on the tip after all).
+			pending.unknown++
 			if err := backoff(ctx, 1); err != nil {
 				return nil, true, err
 			}
@@ -978,6 +998,20 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	}
 	return b.landed(kind, lc, w), true, nil
 }
+
+// maxUnknown is how many pushes of one update may end with an unknown
+// outcome (each up to CallTimeout, then a read) before it gives up as
+// unavailable: a remote that answers reads but never a push.
+const maxUnknown = 3
+
+// attempts are an update's pushes not confirmed, by the commit each
+// would have put on its ref, and how many ended with an unknown outcome.
+type attempts struct {
+	writes  map[string]*write
+	unknown int
+}
+
+func newAttempts() *attempts { return &attempts{writes: map[string]*write{}} }
 
 // write is a push made: what it wrote and when.
 type write struct {
@@ -997,13 +1031,16 @@ func (b *Backend) landed(kind, lc string, w *write) *lease.Record {
 	b.obs.confirm(kind, lc, w.sentStamp)
 	rec := w.rec
 	rec.Fence = w.fence
-	rec.Seen = lease.Liveness{Live: true, ExpiresAt: w.sent.Add(rec.TTL()), Rule: RulePatience}
+	rec.Seen = lease.Liveness{ExpiresAt: w.sent.Add(rec.TTL()), Rule: RulePatience}
 	if w.stamped {
 		// The server's clock was behind srv.date+1s when the read was
 		// sent, so it reaches the record's expiry no sooner than this,
 		// on ours.
-		rec.Seen = lease.Liveness{Live: true, ExpiresAt: w.srv.at.Add(rec.TTL() - time.Second), Rule: RuleServerDate}
+		rec.Seen = lease.Liveness{ExpiresAt: w.srv.at.Add(rec.TTL() - time.Second), Rule: RuleServerDate}
 	}
+	// Slow rounds (or a TTL under the server rule's second) can leave a
+	// confirmed write already lapsed.
+	rec.Seen.Live = !b.clock.Now().After(rec.Seen.ExpiresAt)
 	return rec
 }
 
@@ -1021,13 +1058,16 @@ func opName(op lease.Op) string {
 
 // Journal appends e to the journal ref on its own.
 func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
-	pending := map[string]*write{}
+	pending := newAttempts()
 	for round := 1; ; round++ {
+		if pending.unknown >= maxUnknown {
+			return fmt.Errorf("%w: %s: the outcome of %d journal appends is unknown", ErrUnreachable, b.loc, pending.unknown)
+		}
 		_, jtip, err := b.loadAll(ctx, nil, true)
 		if err != nil {
 			return err
 		}
-		if pending[jtip] != nil {
+		if pending.writes[jtip] != nil {
 			return nil // an append whose outcome was unknown landed
 		}
 		_, done, err := b.apply(ctx, "", tip{}, jtip, lease.Change{Op: lease.OpNone, Event: &e}, pending)

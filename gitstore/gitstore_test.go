@@ -762,3 +762,25 @@ func TestLateLanding(t *testing.T) {
 		t.Fatalf("heartbeat of the late-landed lease: %v", err)
 	}
 }
+
+// TestPushesThatNeverAnswer: a remote that answers reads but no push is
+// unavailable after a few unknown outcomes, each settled by a read, not
+// after 64 rounds of them.
+func TestPushesThatNeverAnswer(t *testing.T) {
+	t.Parallel()
+	url := "git+file://" + bareRepo(t)
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	b := h.backend(t, url)
+	var pushes atomic.Int64
+	b.pushHook = func(ps []push, push func([]push) error) error {
+		pushes.Add(1)
+		return errors.New("no answer")
+	}
+	_, err := h.store(t, b).Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if !errors.Is(err, lease.ErrUnavailable) || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("acquire: %v, want unavailable with an unknown outcome", err)
+	}
+	if n := pushes.Load(); n != maxUnknown {
+		t.Fatalf("%d pushes, want %d", n, maxUnknown)
+	}
+}

@@ -3,6 +3,7 @@
 package gitstore
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,30 +56,46 @@ func TestSightingsOutliveTheProcess(t *testing.T) {
 	}
 }
 
-// TestOwnWriteOutlivesTheProcess: a later call on the holder's host
-// judges the holder's record from the send time of its write, not from
-// its own first sight, which would promise the holder more than it has.
+// TestOwnWriteOutlivesTheProcess: the send time of the host's own write
+// outlives the process that made it, and refuses a later call's renewal
+// once the TTL from the send is up (no revival); but it is the holder's
+// deadline only. Any other process on the host sees the contender's view
+// (TTL plus margin from the confirmed write) and cannot take over before
+// the margin is up: when the holder's deadline served everyone on its
+// host, a neighbour took over the moment the holder's TTL ran out.
 func TestOwnWriteOutlivesTheProcess(t *testing.T) {
 	t.Parallel()
 	url := "git+file://" + bareRepo(t)
 	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
 	host := t.TempDir()
 	sent := h.clock.Now()
-	if _, err := h.processStore(t, url, host).Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes}); err != nil {
+	a, err := h.processStore(t, url, host).Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ttl := time.Minute
+	if want := sent.Add(ttl); !a.Record.Seen.ExpiresAt.Equal(want) {
+		t.Fatalf("the holder's deadline %s, want the send time plus the TTL, %s", a.Record.Seen.ExpiresAt, want)
+	}
 	h.clock.Advance(ttl / 2)
 	st, err := h.processStore(t, url, host).Status(bg, "k")
 	if err != nil || st.State != lease.Held {
 		t.Fatalf("half a TTL on: %+v %v, want held", st, err)
 	}
-	if want := sent.Add(ttl); !st.Record.Seen.ExpiresAt.Equal(want) {
-		t.Fatalf("expires at %s, want the send time plus the TTL, %s", st.Record.Seen.ExpiresAt, want)
+	if want := sent.Add(ttl + Margin(ttl)); !st.Record.Seen.ExpiresAt.Equal(want) {
+		t.Fatalf("another process's view expires at %s, want the TTL and margin from the write, %s", st.Record.Seen.ExpiresAt, want)
 	}
-	h.clock.Advance(ttl/2 + time.Second)
+	h.clock.Advance(ttl/2 + time.Second) // past the holder's TTL, inside the margin
+	if _, err := h.processStore(t, url, host).Heartbeat(bg, a.Record.Ref()); !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("a later call's heartbeat past the TTL from the send: %v, want ErrExpired (never revived)", err)
+	}
+	_, err = h.processStore(t, url, host).Acquire(bg, lease.Request{Kind: "k", Owner: "conf-b", TTLMinutes: ttlMinutes})
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a neighbour's acquire inside the margin: %v, want held", err)
+	}
+	h.clock.Advance(Margin(ttl))
 	if st, _ := h.processStore(t, url, host).Status(bg, "k"); st.State != lease.Unknown {
-		t.Fatalf("past the TTL from the send: %s, want unknown", st.State)
+		t.Fatalf("past the TTL and margin: %s, want unknown", st.State)
 	}
 }
 

@@ -615,6 +615,20 @@ func TestLatestDate(t *testing.T) {
 	if got := latestDate(strings.NewReader("=> Send header: Date: Thu, 03 Dec 2026 11:58:00 GMT\n")); !got.IsZero() {
 		t.Fatalf("a sent header counted: %s", got)
 	}
+	// Through a proxy: its reply to CONNECT (a day ahead here) is not the
+	// server's.
+	proxied := strings.Join([]string{
+		"12:00:00.000001 http.c:700 => Send header: CONNECT github.com:443 HTTP/1.1",
+		"12:00:00.000002 http.c:700 => Send header: Host: github.com:443",
+		"12:00:00.000003 http.c:700 <= Recv header: HTTP/1.1 200 Connection established",
+		"12:00:00.000004 http.c:700 <= Recv header: Date: Fri, 04 Dec 2026 12:00:00 GMT",
+		"12:00:00.000005 http.c:700 => Send header: GET /o/r.git/info/refs?service=git-upload-pack HTTP/1.1",
+		"12:00:00.000006 http.c:700 <= Recv header: HTTP/1.1 200 OK",
+		"12:00:00.000007 http.c:700 <= Recv header: Date: Thu, 03 Dec 2026 12:00:00 GMT",
+	}, "\n")
+	if got, want := latestDate(strings.NewReader(proxied)), time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("through a proxy: %s, want the server's %s", got, want)
+	}
 }
 
 // httpStore is a bare repository served over smart HTTP, and its URL.

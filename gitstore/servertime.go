@@ -86,14 +86,28 @@ func (b *Backend) gitDated(ctx context.Context, args ...string) ([]byte, time.Ti
 }
 
 // latestDate is the latest Date header in a GIT_TRACE_CURL trace
-// ("... <= Recv header: Date: Thu, 03 Dec 2026 11:58:00 GMT").
+// ("... <= Recv header: Date: Thu, 03 Dec 2026 11:58:00 GMT") of a reply
+// to a request for the repository. The reply to a proxy's CONNECT is the
+// proxy's, not the server's, and its Date is skipped: a proxy whose clock
+// runs ahead would otherwise hasten every takeover.
 func latestDate(r io.Reader) time.Time {
 	var latest time.Time
+	connect := false
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
-		_, h, ok := strings.Cut(sc.Text(), "<= Recv header: ")
-		if !ok {
+		line := sc.Text()
+		if _, req, ok := strings.Cut(line, "=> Send header: "); ok {
+			// A request line starts each request: "GET /… HTTP/1.1",
+			// "CONNECT host:443 HTTP/1.1"; other sent headers leave the
+			// state as it is.
+			if method, rest, ok := strings.Cut(req, " "); ok && strings.Contains(rest, " HTTP/") && method == strings.ToUpper(method) {
+				connect = method == "CONNECT"
+			}
+			continue
+		}
+		_, h, ok := strings.Cut(line, "<= Recv header: ")
+		if !ok || connect {
 			continue
 		}
 		name, value, ok := strings.Cut(h, ":")

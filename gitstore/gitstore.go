@@ -388,6 +388,7 @@ type tip struct {
 	fence  int64
 	srv    serverTime // what the read learned of the server's clock
 	holder time.Time  // until when the holder may count on rec (judge)
+	err    error      // the ref is not a commit
 }
 
 // fullDepth is git's way of saying "the whole history" to fetch --depth.
@@ -451,14 +452,24 @@ type object struct {
 	size    int64
 }
 
-// catFile looks names up in the scratch repository with one git
-// cat-file --batch, reading at most max bytes of any object into memory
-// (a larger one is skipped, its size reported).
-func (b *Backend) catFile(ctx context.Context, max int64, names ...string) ([]object, error) {
+// query is a name for git cat-file and the most of its content to read.
+type query struct {
+	name string
+	max  int64
+}
+
+// catFile looks qs up in the scratch repository with one git cat-file
+// --batch, reading at most each query's max bytes of its object into
+// memory (a larger one is skipped, its size reported).
+func (b *Backend) catFile(ctx context.Context, qs ...query) ([]object, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	cmd := b.command(ctx, "cat-file", "--batch")
-	cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
+	var in strings.Builder
+	for _, q := range qs {
+		in.WriteString(q.name + "\n")
+	}
+	cmd.Stdin = strings.NewReader(in.String())
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	stdout, err := cmd.StdoutPipe()
@@ -468,7 +479,7 @@ func (b *Backend) catFile(ctx context.Context, max int64, names ...string) ([]ob
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	objs, perr := readBatch(bufio.NewReader(stdout), max, len(names))
+	objs, perr := readBatch(bufio.NewReader(stdout), qs)
 	if perr != nil {
 		_ = cmd.Process.Kill()
 	}
@@ -479,10 +490,11 @@ func (b *Backend) catFile(ctx context.Context, max int64, names ...string) ([]ob
 	return objs, perr
 }
 
-// readBatch parses n replies of git cat-file --batch.
-func readBatch(r *bufio.Reader, max int64, n int) ([]object, error) {
-	objs := make([]object, 0, n)
-	for range n {
+// readBatch parses the replies of git cat-file --batch to qs.
+func readBatch(r *bufio.Reader, qs []query) ([]object, error) {
+	objs := make([]object, 0, len(qs))
+	for _, q := range qs {
+		max := q.max
 		line, err := r.ReadString('\n')
 		if err != nil {
 			return nil, fmt.Errorf("git cat-file: %w", err)
@@ -522,7 +534,7 @@ func (b *Backend) load(ctx context.Context, kind string, journal bool) (tip, str
 	if err != nil {
 		return tip{}, "", err
 	}
-	return tips[0], jtip, nil
+	return tips[0], jtip, tips[0].err
 }
 
 // loadAll reads the tips of kinds (sha "" for a kind without a ref) and
@@ -544,19 +556,23 @@ func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]
 		return nil, "", err
 	}
 	srv.date = date
-	var names []string
+	// What a tip may hold is capped per entry, so that planted refs
+	// cannot fill memory: the tip's own object is never read (its id and
+	// type are enough), the small entries are small.
+	var qs []query
 	for _, r := range refs[:len(kinds)] {
 		if have[r] {
 			lr := scratchRef(r)
-			names = append(names, lr+"^{commit}", lr+":fence", lr+":record.json", lr+":released", lr+":clock")
+			qs = append(qs, query{lr, 0}, query{lr + ":fence", smallEntry}, query{lr + ":record.json", lease.MaxRecordBytes},
+				query{lr + ":released", smallEntry}, query{lr + ":clock", smallEntry})
 		}
 	}
 	if journal && have[b.JournalRef()] {
-		names = append(names, scratchRef(b.JournalRef())+"^{commit}")
+		qs = append(qs, query{scratchRef(b.JournalRef()), 0})
 	}
 	var objs []object
-	if len(names) > 0 {
-		if objs, err = b.catFile(ctx, lease.MaxRecordBytes, names...); err != nil {
+	if len(qs) > 0 {
+		if objs, err = b.catFile(ctx, qs...); err != nil {
 			return nil, "", fmt.Errorf("gitstore: read: %w", err)
 		}
 	}
@@ -569,19 +585,31 @@ func (b *Backend) loadAll(ctx context.Context, kinds []string, journal bool) ([]
 		o := objs[:5]
 		objs = objs[5:]
 		if o[0].typ != "commit" {
-			return nil, "", fmt.Errorf("gitstore: %s: the ref %s is not a commit", k, refs[i])
+			// A tag, a tree or a blob: no writer of this store put it
+			// there. Never free, never taken over.
+			tips[i].err = fmt.Errorf("gitstore: %s: the ref %s points to a %s, not a commit: durable-lease did not write it; check it, then delete it (git push <remote> :%s)",
+				k, refs[i], o[0].typ, refs[i])
+			continue
 		}
 		tips[i] = b.decodeTip(k, o[0].id, srv, o[1], o[2], o[3], o[4])
 	}
 	var jtip string
 	if journal && have[b.JournalRef()] {
 		if objs[0].typ != "commit" {
-			return nil, "", fmt.Errorf("gitstore: the journal %s is not a commit", b.JournalRef())
+			// Only a change with an event needs the journal (apply).
+			jtip = badJournal
+		} else {
+			jtip = objs[0].id
 		}
-		jtip = objs[0].id
 	}
 	return tips, jtip, nil
 }
+
+// badJournal stands for a journal ref that is not a commit.
+const badJournal = "!"
+
+// smallEntry caps the fence, released and clock entries of a tip.
+const smallEntry = 64
 
 // decodeTip makes the record of the tip commit sha from its tree's
 // entries fence, record.json and released. The tip is untrusted: anyone
@@ -627,7 +655,7 @@ func (b *Backend) tipOf(ctx context.Context, ref string) (string, error) {
 	if err != nil || !have[ref] {
 		return "", err
 	}
-	objs, err := b.catFile(ctx, 0, scratchRef(ref)+"^{commit}")
+	objs, err := b.catFile(ctx, query{scratchRef(ref), 0})
 	if err != nil {
 		return "", fmt.Errorf("gitstore: %s: %w", ref, err)
 	}
@@ -718,8 +746,8 @@ func (b *Backend) Names(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		for i, t := range tips {
-			if t.rec != nil {
-				names = append(names, kinds[i])
+			if t.rec != nil || t.err != nil {
+				names = append(names, kinds[i]) // a ref not a commit: listed, never read
 			}
 		}
 	}
@@ -947,6 +975,9 @@ func (b *Backend) apply(ctx context.Context, kind string, t tip, jtip string, ch
 	}
 	var jc string
 	if ch.Event != nil {
+		if jtip == badJournal {
+			return nil, true, fmt.Errorf("gitstore: the journal %s is not a commit: durable-lease did not write it; check it, then delete it (git push <remote> :%s)", b.JournalRef(), b.JournalRef())
+		}
 		e := *ch.Event
 		if e.At.IsZero() {
 			e.At = b.Now()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -796,5 +797,47 @@ func TestPushesThatNeverAnswer(t *testing.T) {
 	}
 	if n := pushes.Load(); n != maxUnknown {
 		t.Fatalf("%d pushes, want %d", n, maxUnknown)
+	}
+}
+
+// TestRefsThatAreNotCommits: a lease ref that points to a tag is neither
+// free nor held but an error (a tag peeled to its commit read as held,
+// and every write then lost its compare-and-swap), and is listed; a
+// journal that is not a commit stops only the changes that journal.
+func TestRefsThatAreNotCommits(t *testing.T) {
+	t.Parallel()
+	dir := bareRepo(t)
+	url := "git+file://" + dir
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	s := h.store(t, h.backend(t, url))
+	a, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + dir}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Env = append(os.Environ(), "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	tip := git("", "rev-parse", "refs/durable-lease/default/leases/k")
+	git("", "tag", "-a", "-m", "planted", "planted", tip)
+	git("", "update-ref", "refs/durable-lease/default/leases/tagged", git("", "rev-parse", "refs/tags/planted"))
+	if st, err := s.Status(bg, "tagged"); err == nil || !strings.Contains(err.Error(), "not a commit") {
+		t.Fatalf("status of a tag: %+v %v, want an error", st, err)
+	}
+	if names, err := s.List(bg); err != nil || !slices.ContainsFunc(names, func(st lease.Status) bool { return st.Kind == "tagged" }) {
+		t.Fatalf("list: %+v %v, want the tagged kind listed", names, err)
+	}
+	git("", "update-ref", "refs/durable-lease/default/journal", git("junk\n", "hash-object", "-w", "--stdin"))
+	if _, err := s.Heartbeat(bg, a.Record.Ref()); err != nil {
+		t.Fatalf("a heartbeat beside a journal that is not a commit: %v", err)
+	}
+	if _, err := s.ForceRelease(bg, "k", "conf-admin"); err == nil || !strings.Contains(err.Error(), "journal") {
+		t.Fatalf("a forced release, which journals: %v, want an error naming the journal", err)
 	}
 }

@@ -125,7 +125,12 @@ func ParseURL(raw string) (Location, error) {
 	}
 	refuse := fmt.Errorf("%w: gitstore: the store URL carries credentials; remove them and configure a git credential helper (git config credential.helper) or an ssh key instead", lease.ErrInvalid)
 	loc := Location{Remote: remote, Namespace: ns}
-	if u, err := url.Parse(remote); err == nil && u.Scheme != "" && strings.Contains(remote, "://") {
+	if strings.Contains(remote, "://") {
+		u, err := url.Parse(remote)
+		if err != nil {
+			// Unparsed, it could not be checked for credentials.
+			return Location{}, fmt.Errorf("%w: gitstore: the remote of the store URL is not a valid URL", lease.ErrInvalid)
+		}
 		switch u.Scheme {
 		case "file", "git", "ssh", "http", "https", "git+ssh", "ssh+git":
 		default:
@@ -136,10 +141,10 @@ func ParseURL(raw string) (Location, error) {
 				return Location{}, refuse
 			}
 		}
-		for k := range u.Query() {
-			if k := strings.ToLower(k); strings.Contains(k, "token") || strings.Contains(k, "password") || strings.Contains(k, "key") {
-				return Location{}, refuse
-			}
+		if u.RawQuery != "" || u.ForceQuery {
+			// A query is where signed URLs keep their secrets (token=,
+			// sig=, X-Amz-Signature=); no git remote needs one here.
+			return Location{}, refuse
 		}
 		loc.File = u.Scheme == "file"
 		loc.HTTP = u.Scheme == "http" || u.Scheme == "https"
@@ -837,6 +842,13 @@ func (b *Backend) push(ctx context.Context, ps []push) error {
 // outcome is unknown.
 func (b *Backend) pushNow(ctx context.Context, ps []push) error {
 	args := []string{"push", "--porcelain", "--quiet", "--atomic", "--no-verify"}
+	if b.loc.File {
+		// On a git+file remote the receiving side runs here, as this
+		// user: the remote's own hooks (which anyone who can write to
+		// it can plant) must not run. (A server's hooks are the
+		// server's business.)
+		args = append(args, "--receive-pack=git -c core.hooksPath=/dev/null receive-pack")
+	}
 	for _, p := range ps {
 		args = append(args, "--force-with-lease="+p.ref+":"+p.old)
 	}

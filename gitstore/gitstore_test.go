@@ -141,7 +141,7 @@ func TestParseURL(t *testing.T) {
 	for _, bad := range []string{
 		"file:///srv/leases.git", "git+", "git+file:///x#", "git+file:///x#../a", "git+file:///x#A", "git+-upload-pack=evil",
 		"git+ftp://host/x", "git+/srv/leases.git", "git+./leases.git", "git+leases.git", "git+dir/x:y",
-		"git+ext::sh -c touch% /tmp/pwned", "git+fd::7",
+		"git+ext::sh -c touch% /tmp/pwned", "git+fd::7", "git+https://h/r%zz.git?token=s3cret",
 	} {
 		if _, err := ParseURL(bad); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", bad, err)
@@ -152,6 +152,8 @@ func TestParseURL(t *testing.T) {
 		"git+https://ghp_s3cret@github.com/org/repo.git",
 		"git+ssh://git:s3cret@host/repo.git",
 		"git+https://host/repo.git?access_token=s3cret",
+		"git+https://host/repo.git?sig=s3cret",
+		"git+https://host/repo.git?X-Amz-Signature=s3cret",
 		"git+user:s3cret@host:repo.git",
 	} {
 		_, err := ParseURL(cred)
@@ -839,5 +841,26 @@ func TestRefsThatAreNotCommits(t *testing.T) {
 	}
 	if _, err := s.ForceRelease(bg, "k", "conf-admin"); err == nil || !strings.Contains(err.Error(), "journal") {
 		t.Fatalf("a forced release, which journals: %v, want an error naming the journal", err)
+	}
+}
+
+// TestNoHooksOfAFileRemote: the receiving side of a push to a git+file
+// remote runs as the user; hooks planted in that repository never run.
+func TestNoHooksOfAFileRemote(t *testing.T) {
+	t.Parallel()
+	dir := bareRepo(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, hook := range []string{"pre-receive", "update", "post-receive", "reference-transaction"} {
+		script := "#!/bin/sh\ntouch '" + marker + "'\n"
+		if err := os.WriteFile(filepath.Join(dir, "hooks", hook), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+	if _, err := h.store(t, h.backend(t, "git+file://"+dir)).Acquire(bg, lease.Request{Kind: "k", Owner: "conf-a", TTLMinutes: ttlMinutes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a hook of the file remote ran")
 	}
 }

@@ -617,11 +617,12 @@ const badJournal = "!"
 const smallEntry = 64
 
 // decodeTip makes the record of the tip commit sha from its tree's
-// entries fence, record.json and released. The tip is untrusted: anyone
-// who can push may have put it there. An entry larger than a record may
-// be was never read, and a fence that is missing or not a positive
-// number makes the record unknown, so a planted tip can neither exhaust
-// memory nor rewind the kind's fence.
+// entries fence, record.json, released and clock. The tip is untrusted:
+// anyone who can push may have put it there. An entry larger than its cap
+// was never read, and a fence that is missing or not a positive number
+// makes the record unknown, so a planted tip can neither exhaust memory
+// nor read as free. (It can rewind the fence: a takeover of a tip without
+// one starts again at 1, as any writer with push rights could anyway.)
 func (b *Backend) decodeTip(kind, sha string, srv serverTime, fence, record, released, clock object) tip {
 	t := tip{sha: sha, srv: srv}
 	blob := func(o object) bool { return o.typ == "blob" && o.data != nil }
@@ -1123,7 +1124,11 @@ func (b *Backend) Journal(ctx context.Context, e lease.Event) error {
 	}
 }
 
-// Events reads the journal, oldest first.
+// maxEvents bounds what Events reads of the journal, as the etcd store
+// keeps its newest 10 000.
+const maxEvents = 10000
+
+// Events reads the journal's newest events, oldest first.
 func (b *Backend) Events(ctx context.Context) ([]lease.Event, error) {
 	ref := b.JournalRef()
 	b.fetchMu.Lock()
@@ -1132,7 +1137,8 @@ func (b *Backend) Events(ctx context.Context) ([]lease.Event, error) {
 	if err != nil || !have[ref] {
 		return nil, err
 	}
-	out, err := b.git(ctx, nil, "log", "--reverse", "--format=%B%x00", scratchRef(ref))
+	// The newest maxEvents, oldest first (-n applies before --reverse).
+	out, err := b.git(ctx, nil, "log", "-n", strconv.Itoa(maxEvents), "--reverse", "--format=%B%x00", scratchRef(ref))
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: journal: %w", err)
 	}

@@ -25,7 +25,11 @@ import (
 // stamp is a reading of the host's clock that another process can
 // compare with its own: the boot clock where there is one (epoch names
 // the boot; it runs through suspend and setting the date does not move
-// it), else the wall clock (epoch "wall").
+// it), else the wall clock (epoch "wall:" and the host's name, so that a
+// cache directory shared between hosts never mixes their readings). The
+// wall clock can be set forward, which makes a watch look longer than it
+// was: where there is no boot clock the patience rule rests on nobody
+// setting the date forward by more than the margin.
 type stamp struct {
 	Epoch string `json:"epoch"`
 	Ns    int64  `json:"ns"`
@@ -83,8 +87,17 @@ func (o *observations) now() stamp {
 			return stamp{Epoch: "boot:" + b.ID, Ns: b.Ms * int64(time.Millisecond)}
 		}
 	}
-	return stamp{Epoch: "wall", Ns: o.clock.Now().UnixNano()}
+	return stamp{Epoch: wallEpoch, Ns: o.clock.Now().UnixNano()}
 }
+
+// wallEpoch is the epoch of wall-clock stamps on this host.
+var wallEpoch = func() string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "unknown"
+	}
+	return "wall:" + name
+}()
 
 // since is how long ago s was, by now; ok is false when s is of another
 // boot or clock, or in the future (the wall clock was set back), and

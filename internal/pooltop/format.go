@@ -79,10 +79,23 @@ func short(d time.Duration) string {
 	return fmt.Sprintf("%dd", s/86400)
 }
 
+// zone is where times are shown: nil for the local time zone (tests set
+// UTC here instead of time.Local, which every goroutine of the process
+// reads).
+var zone *time.Location
+
+// local is t in the zone times are shown in.
+func local(t time.Time) time.Time {
+	if zone != nil {
+		return t.In(zone)
+	}
+	return t.Local()
+}
+
 // clock is an event's time: the time of day, or the date for an event of
 // another day than now.
 func clock(t, now time.Time) string {
-	t, now = t.Local(), now.Local()
+	t, now = local(t), local(now)
 	if y, m, d := t.Date(); y != now.Year() || m != now.Month() || d != now.Day() {
 		return t.Format("Jan _2")
 	}

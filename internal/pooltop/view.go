@@ -78,7 +78,7 @@ func (sc *screen) render(st styles, width, height int, now time.Time) string {
 	var lines []string
 	add := func(s string) { lines = append(lines, s) }
 
-	clockText := now.Local().Format("15:04:05")
+	clockText := local(now).Format("15:04:05")
 	if sc.snap == nil {
 		add(st.title.Render(cut("pool "+clean(sc.name), width-len(clockText)-1)) + " " + clockText)
 		if sc.err != nil {

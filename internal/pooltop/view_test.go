@@ -81,10 +81,12 @@ func busy() *screen {
 	return &screen{name: "acme", interval: 2 * time.Second, snap: &snapshot{status: st, events: events, logLen: 57, at: now.Add(-time.Second)}}
 }
 
+// withUTC shows times in UTC for the test (setting time.Local raced with
+// the embedded etcd of another test, which reads it).
 func withUTC(t *testing.T) {
-	old := time.Local
-	time.Local = time.UTC
-	t.Cleanup(func() { time.Local = old })
+	old := zone
+	zone = time.UTC
+	t.Cleanup(func() { zone = old })
 }
 
 // checkFits fails unless the view has at most height lines, none wider

@@ -113,6 +113,8 @@ func TestLeaseOnGitStore(t *testing.T) {
 			t.Parallel()
 			url := remote(t)
 			h := newHost(t, bin)
+			scratch := t.TempDir()
+			h.env = append(h.env, "TMPDIR="+scratch)
 			a := h.run("lease", "acquire", "--store", url, "--kind", "baton", "--owner", "ci-one", "--ttl", "5")
 			if a.code != 0 || a.out["code"] != "acquired" || a.out["fence"] != float64(1) {
 				t.Fatalf("acquire: exit %d %s %s", a.code, a.stdout, a.stderr)
@@ -171,6 +173,11 @@ func TestLeaseOnGitStore(t *testing.T) {
 			p := h.run("pool", "acquire", "--pool", poolFile, "--owner", "ci-one", "--no-wait")
 			if p.code != 2 || p.out["code"] != "usage" || !strings.Contains(fmt.Sprint(p.out["error"]), "keeps no pools") {
 				t.Fatalf("pool on a git store: exit %d %s", p.code, p.stdout)
+			}
+			// Every call removed its scratch repository (pool-run's
+			// stayed behind, one per run).
+			if left, _ := filepath.Glob(filepath.Join(scratch, "gitstore-*")); len(left) != 0 {
+				t.Fatalf("scratch repositories left behind: %v", left)
 			}
 		})
 	}

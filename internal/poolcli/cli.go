@@ -132,17 +132,25 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = closeStore // the connection, if any, ends with the process
+	// An open pool's connection, if any, ends with the process; a store
+	// that refuses pools (a git store, whose scratch repository does not
+	// end with the process) is closed at once.
 	if named == "" {
 		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
+			_ = closeStore()
 			return nil, err
 		}
 	}
-	return pool.Open(store, cfg, pool.Options{
+	p, err := pool.Open(store, cfg, pool.Options{
 		TTLMinutes: ttl, Poll: poll,
 		Provision: e.g.ProvisionCmd, Reset: e.g.ResetCmd, Health: e.g.HealthCmd, NudgeCommand: e.g.NudgeCmd,
 		Log: e.stderr,
 	})
+	if err != nil {
+		_ = closeStore()
+		return nil, err
+	}
+	return p, nil
 }
 
 func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.g.Pretty) }

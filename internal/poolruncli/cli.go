@@ -160,7 +160,13 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "pool-run: working directory: %v\n", err)
 		return jsonout.ExitInternal
 	}
-	o, gate, err := c.options(cwd, args, stdio)
+	var closeStore func() error
+	o, gate, err := c.options(cwd, args, stdio, &closeStore)
+	if closeStore != nil {
+		// A git store's scratch repository does not end with the
+		// process, as a connection does.
+		defer func() { _ = closeStore() }()
+	}
 	if err != nil {
 		code, exit := jsonout.Classify(err)
 		if (exit == jsonout.ExitUsage && code != "unsafe_store") || errors.Is(err, gates.ErrInvalid) {
@@ -254,7 +260,8 @@ func writeSummary(path string, r *runner.Result) error {
 }
 
 // options resolves the command line, the gate file and the environment.
-func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *gates.Gate, error) {
+// options opens the store and says how to close it in *closeStore.
+func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() error) (*runner.Options, *gates.Gate, error) {
 	var g *gates.Gate
 	if c.Gate != nil {
 		if len(c.Command) > 0 {
@@ -379,11 +386,11 @@ func (c *cli) options(cwd string, args []string, stdio IO) (*runner.Options, *ga
 			return nil, nil, err
 		}
 	}
-	store, closeStore, err := storeopen.OpenOrHandOff(context.Background(), dirstore.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
+	store, closer, err := storeopen.OpenOrHandOff(context.Background(), dirstore.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
 		return nil, nil, err
 	}
-	_ = closeStore // the connection, if any, ends with the process
+	*closeStore = closer
 	if err := store.CheckOwner(o.Owner); err != nil {
 		return nil, nil, err
 	}

@@ -112,15 +112,11 @@ func TestConformanceDaemon(t *testing.T) {
 
 func TestConformanceHTTP(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	srv := gittest.HTTP(t, base)
+	srv, url, _ := httpStore(t)
 	var n atomic.Int64
 	// The server's clock runs with the clients' (the suite's lapses
 	// advance both): its Date decides.
-	run(t, func() string { return "git+" + srv.URL + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) },
+	run(t, func() string { return url + fmt.Sprintf("#s%d", n.Add(1)) },
 		func(h *harness) { srv.SetClock(h.clock.Now) })
 }
 
@@ -549,14 +545,9 @@ func TestNoRemoteHelpers(t *testing.T) {
 // Date the patience rule decides.
 func TestServerDate(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	if out, err := exec.Command("git", "init", "--quiet", "--bare", filepath.Join(base, "leases.git")).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	srv := gittest.HTTP(t, base)
+	srv, url, _ := httpStore(t)
 	server := storetest.NewFakeClock(storetest.T0.Add(-10 * time.Hour)) // the server's clock is not the clients'
 	srv.SetClock(server.Now)
-	url := "git+" + srv.URL + "/leases.git"
 	ha := &harness{clock: storetest.NewFakeClock(storetest.T0)}
 	hb := &harness{clock: storetest.NewFakeClock(storetest.T0.Add(time.Hour))} // an hour ahead of a
 	sa, sb := ha.store(t, ha.backend(t, url)), hb.store(t, hb.backend(t, url))

@@ -38,10 +38,13 @@ type Profile struct {
 	// mostly trying once: with many lanes, a herd of blocked waiters, some
 	// of which are killed while they wait.
 	Wait time.Duration
-	// Provision is the pool's provision command ("" for "sleep 0.02").
-	// The slot's id is appended to it as an argument, so the default
-	// sleeps 1.02 s: a grant that lasts, which the kills aimed at a
-	// running provision need.
+	// Provision is the pool's provision command. The default runs a
+	// sleep on every grant, for the kills aimed at a running provision:
+	// on slot 1 for longer than the TTL, so that the grant lives on its
+	// heartbeats while it provisions; on the others for 20 ms, so that
+	// most grants are quick and the run is about the ops, not the waits.
+	// (A one-statement command gets the slot id appended as its last
+	// argument: "sleep 0.02" would sleep 1.02 s on slot 1.)
 	Provision string
 	Binary    string // the executable to run as a client (os.Args[0])
 	Dir       string // work directory (store, journals, resources)
@@ -85,7 +88,7 @@ func Run(ctx context.Context, pr Profile) (*Result, error) {
 		stale := max(1000, int(pr.TTLMinutes*60_000))
 		provision := pr.Provision
 		if provision == "" {
-			provision = "sleep 0.02"
+			provision = fmt.Sprintf(`d=0.02; [ "$1" = 1 ] && d=%.2f; sleep "$d"`, pr.TTLMinutes*60*1.2)
 		}
 		cfg := fmt.Sprintf(`{"ttlMinutes": %g, "provision": %q, "waiterStaleMs": %d, "slots": [%s]}`, pr.TTLMinutes, provision, stale, strings.Join(slots, ", "))
 		if err := os.WriteFile(poolFile, []byte(cfg), 0o644); err != nil {

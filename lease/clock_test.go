@@ -47,6 +47,7 @@ func (c *steppingClock) step(d time.Duration) {
 }
 
 func TestJudgeRules(t *testing.T) {
+	t.Parallel()
 	hb := t0
 	this := lease.BootStamp{ID: "b1", Ms: 10_000_000}
 	rec := func(ttl float64, boot *lease.BootStamp) *lease.Record {
@@ -93,6 +94,7 @@ func TestJudgeRules(t *testing.T) {
 // TestBoundedFuture: whatever the heartbeat, a record without a usable boot
 // stamp is live for at most MaxFuture + TTL from any instant it is judged.
 func TestBoundedFuture(t *testing.T) {
+	t.Parallel()
 	for _, ttl := range []float64{0.001, 0.01, 1, 60, 527040} {
 		r := &lease.Record{V: 1, Kind: "k", TTLMinutes: ttl}
 		bound := lease.MaxFuture(r.TTL()) + r.TTL()
@@ -107,6 +109,7 @@ func TestBoundedFuture(t *testing.T) {
 }
 
 func TestBootFieldRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := &lease.Record{V: 1, Kind: "k", Owner: "o", Token: "t", TTLMinutes: 1, Payload: json.RawMessage(`{"a":1}`)}
 	r.StampForTest(t0, &lease.BootStamp{ID: "b1/4026531834", Ms: 42})
 	r.AcquiredAt = r.Heartbeat
@@ -145,6 +148,7 @@ func TestBootFieldRoundTrip(t *testing.T) {
 // under a live holder: a forward step lets no one take over, a backward
 // step does not keep a dead lease, and heartbeats refresh both stamps.
 func TestClockStepsThroughTheStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := &steppingClock{wall: t0, boot: lease.BootStamp{ID: "boot-a", Ms: 1_000_000}, has: true}
 	s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(clk))
@@ -209,6 +213,7 @@ func isHeld(err error) bool {
 // holder can heartbeat it and the payload is kept byte for byte; outputs
 // leave the deep value out and say so.
 func TestDeepRecordJudgedAsNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {

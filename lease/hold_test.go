@@ -70,6 +70,7 @@ func waitDone(t *testing.T, h *lease.Hold, within time.Duration) error {
 }
 
 func TestHoldKeepsTheLeaseAlive(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", ttl300ms)
 	h := keep(t, s, rec, lease.HoldOptions{})
@@ -92,6 +93,7 @@ func TestHoldKeepsTheLeaseAlive(t *testing.T) {
 }
 
 func TestHoldReportsDefiniteLoss(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		steal func(s *lease.Store)
@@ -126,6 +128,7 @@ func TestHoldReportsDefiniteLoss(t *testing.T) {
 }
 
 func TestHoldLosesALeaseThatLapses(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", ttl300ms)
 	start := time.Now()
@@ -140,6 +143,7 @@ func TestHoldLosesALeaseThatLapses(t *testing.T) {
 }
 
 func TestHoldRetriesOnceThenLoses(t *testing.T) {
+	t.Parallel()
 	s, fb := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	h := keep(t, s, rec, lease.HoldOptions{Interval: 30 * time.Millisecond, RetryPause: 10 * time.Millisecond})
@@ -160,6 +164,7 @@ func TestHoldRetriesOnceThenLoses(t *testing.T) {
 }
 
 func TestHoldReleasesExactlyOnce(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	var calls atomic.Int32
@@ -191,6 +196,7 @@ func TestHoldReleasesExactlyOnce(t *testing.T) {
 }
 
 func TestHoldStopLeavesTheLease(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	h := keep(t, s, rec, lease.HoldOptions{Interval: 10 * time.Millisecond})
@@ -208,6 +214,7 @@ func TestHoldStopLeavesTheLease(t *testing.T) {
 }
 
 func TestHoldContextCancelIsNotALoss(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,6 +230,7 @@ func TestHoldContextCancelIsNotALoss(t *testing.T) {
 }
 
 func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
+	t.Parallel()
 	s, _ := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	if _, err := s.Keep(context.Background(), "k", "o", "wrong-token", lease.HoldOptions{}); !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotOwner) {
@@ -235,6 +243,7 @@ func TestKeepRefusesALeaseAlreadyGone(t *testing.T) {
 }
 
 func TestKeepTakesTheAcquiredRecordAsItsFirstBeat(t *testing.T) {
+	t.Parallel()
 	s, fb := realStore(t)
 	rec := mustAcquire(t, s, "k", "o", 1)
 	fb.fail.Store(1) // a write now would fail: Keep must not need one

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSHA256MatchesCryptoSHA256(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := 0; n < 300; n++ {
 		b := make([]byte, n)
@@ -40,12 +41,14 @@ func mustPlain(t *testing.T, v any) []byte {
 }
 
 func TestTTLRangeIsFmtOfTheBounds(t *testing.T) {
+	t.Parallel()
 	if want := fmt.Sprintf("between %g and %d minutes", MinTTLMinutes, MaxTTLMinutes); TTLRange != want {
 		t.Errorf("TTLRange = %q, want %q", TTLRange, want)
 	}
 }
 
 func TestRecordFileEncodingUnchanged(t *testing.T) {
+	t.Parallel()
 	// The file form of records of every shape, against the encoding
 	// this package used before it wrote scalars and indentation itself:
 	// encoding/json's, field by field.
@@ -106,6 +109,7 @@ func TestRecordFileEncodingUnchanged(t *testing.T) {
 }
 
 func TestSecureRandomHandsOutFreshBytes(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for i := 0; i < 2000; i++ {
 		for _, n := range []int{8, 16, 33} {
@@ -126,6 +130,7 @@ func TestSecureRandomHandsOutFreshBytes(t *testing.T) {
 // initialised with a call into fmt, nor does an init function call it:
 // every process that links lease would format them at start.
 func TestNoFmtAtInit(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	for _, dir := range []string{".", "../dirstore", "../internal/jsonfast"} {
 		entries, err := os.ReadDir(dir)

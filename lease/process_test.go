@@ -10,6 +10,7 @@ import (
 )
 
 func TestProcStat(t *testing.T) {
+	t.Parallel()
 	start, state, err := procStat(os.Getpid())
 	if err != nil || start == 0 || state == 'Z' || state == 'X' {
 		t.Errorf("procStat(self) = %d, %q, %v", start, state, err)

@@ -29,6 +29,7 @@ const validRecord = `{
 `
 
 func TestDecodeRecordValid(t *testing.T) {
+	t.Parallel()
 	hb := time.Date(2026, 11, 30, 8, 6, 6, 191_000_000, time.UTC)
 	tests := []struct {
 		name string
@@ -91,6 +92,7 @@ func TestDecodeRecordValid(t *testing.T) {
 }
 
 func TestDecodeRecordCorrupt(t *testing.T) {
+	t.Parallel()
 	const hb = `"2026-11-30T08:06:06.191Z"`
 	rec := func(fields string) string {
 		return `{` + fields + `}`
@@ -151,6 +153,7 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 }
 
 func TestRecordExpired(t *testing.T) {
+	t.Parallel()
 	hb := t0
 	tests := []struct {
 		name    string
@@ -184,6 +187,7 @@ func TestRecordExpired(t *testing.T) {
 }
 
 func TestEncodeFileFormat(t *testing.T) {
+	t.Parallel()
 	local := time.FixedZone("UTC+2", 2*3600)
 	tests := []struct {
 		name string
@@ -251,6 +255,7 @@ func TestEncodeFileFormat(t *testing.T) {
 
 // TestAcquireWritesCanonicalFile checks the bytes Acquire leaves on disk.
 func TestAcquireWritesCanonicalFile(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	rec, err := s.Acquire(context.Background(), lease.Request{Kind: "merge-baton", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(`{ "pr" : 123 }`)})
 	if err != nil {
@@ -276,6 +281,7 @@ func TestAcquireWritesCanonicalFile(t *testing.T) {
 }
 
 func TestHeartbeatKeepsUnknownFields(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	acquired := t0.Add(-10 * time.Second)
 	hand := `{
@@ -415,6 +421,7 @@ func FuzzDecodeRecord(f *testing.F) {
 
 // TestTokenShape is here because the token is part of the record format.
 func TestTokenShape(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		tok := lease.NewToken()
@@ -432,6 +439,7 @@ func TestTokenShape(t *testing.T) {
 // read as unknown here, or a Go process would take over a lease a Node
 // process still holds. Only the record's expiry decides them.
 func TestDecodeRecordTolerated(t *testing.T) {
+	t.Parallel()
 	const hb = `"2026-11-30T08:06:06.191Z"`
 	hbt := time.Date(2026, 11, 30, 8, 6, 6, 191e6, time.UTC)
 	tests := []struct {
@@ -471,6 +479,7 @@ func TestDecodeRecordTolerated(t *testing.T) {
 // live record without an owner and token, a reap refuses it, and once its
 // TTL passes it is taken over like any other.
 func TestOwnerlessRecordIsHeldUntilItsTTL(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	writeFile(t, s.Dir(), "slot-1.json", `{"v":1,"kind":"slot-1","heartbeat":"`+lease.FormatTime(t0)+`","ttlMinutes":1}`)
 	if _, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}); !errors.Is(err, lease.ErrHeld) {

@@ -69,6 +69,7 @@ func recordInputs() []string {
 }
 
 func TestDecodeRecordFastMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	fast := 0
 	for _, in := range recordInputs() {
 		want := decodeRecordSlow("k", []byte(in))

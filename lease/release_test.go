@@ -15,6 +15,7 @@ import (
 // ErrNotOwner; the owner with another token is ErrTokenMismatch, which
 // still matches ErrNotOwner for callers that only ask "is it mine?".
 func TestReleaseRefusals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		owner, token func(r *lease.Record) string
@@ -53,6 +54,7 @@ func TestReleaseRefusals(t *testing.T) {
 // A heartbeat with a wrong token is not a token mismatch: it stays
 // ErrNotOwner alone, as the Node tool answers not_owner.
 func TestHeartbeatWrongTokenIsNotOwner(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	_, err := s.Heartbeat(bg, lease.Ref{Kind: "slot-1", Owner: r.Owner, Token: "nope"})

@@ -18,6 +18,7 @@ import (
 var bg = context.Background()
 
 func TestAcquire(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	acq, err := s.Acquire(bg, lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 15, Payload: json.RawMessage(` { "pr" : 123 } `)})
 	if err != nil {
@@ -47,6 +48,7 @@ func TestAcquire(t *testing.T) {
 }
 
 func TestAcquireTokensDiffer(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	seen := map[string]bool{}
 	for range 20 {
@@ -62,6 +64,7 @@ func TestAcquireTokensDiffer(t *testing.T) {
 }
 
 func TestAcquireRefusesLiveLease(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		owner string
@@ -104,6 +107,7 @@ func TestAcquireRefusesLiveLease(t *testing.T) {
 }
 
 func TestExpiryBoundary(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		ttl     float64
@@ -151,6 +155,7 @@ func TestExpiryBoundary(t *testing.T) {
 }
 
 func TestHeartbeatExtends(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	for i := range 5 {
@@ -175,6 +180,7 @@ func TestHeartbeatExtends(t *testing.T) {
 }
 
 func TestHeartbeatRefusals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, s *lease.Store, clk *fakeClock) (owner, token string)
@@ -243,6 +249,7 @@ func TestHeartbeatRefusals(t *testing.T) {
 }
 
 func TestTakeover(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, s *lease.Store, clk *fakeClock) string // returns previous owner ("" for corrupt)
@@ -304,6 +311,7 @@ func TestTakeover(t *testing.T) {
 }
 
 func TestJournalLineFormat(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	mustAcquire(t, s, "slot-1", "agent-7", 1)
 	clk.Advance(2 * time.Minute)
@@ -318,6 +326,7 @@ func TestJournalLineFormat(t *testing.T) {
 }
 
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	t.Run("wrong token keeps the record", func(t *testing.T) {
 		s, _ := newTestStore(t)
 		r := mustAcquire(t, s, "slot-1", "agent-7", 1)
@@ -375,6 +384,7 @@ func TestRelease(t *testing.T) {
 }
 
 func TestForceRelease(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	rel, err := s.ForceRelease(bg, "slot-1", "operator")
@@ -398,6 +408,7 @@ func TestForceRelease(t *testing.T) {
 }
 
 func TestReap(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	r := mustAcquire(t, s, "slot-1", "agent-7", 1)
 	prev, err := s.Reap(bg, "slot-1")
@@ -433,6 +444,7 @@ func TestReap(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	mustAcquire(t, s, "held", "agent-7", 1)
 	mustAcquire(t, s, "expired", "agent-7", 0.5)
@@ -466,6 +478,7 @@ func TestStatus(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t)
 	mustAcquire(t, s, "b-held", "agent-7", 1)
 	mustAcquire(t, s, "a-dead", "agent-7", 0.1)
@@ -504,6 +517,7 @@ func TestList(t *testing.T) {
 }
 
 func TestListMissingStore(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	all, err := s.List(context.Background())
 	if err != nil || len(all) != 0 {
@@ -515,6 +529,7 @@ func TestListMissingStore(t *testing.T) {
 }
 
 func TestReconcile(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock(t0)
 	dir := filepath.Join(t.TempDir(), "store")
 	open := func(pattern string) *lease.Store {
@@ -598,6 +613,7 @@ func storeUntouched(t *testing.T, s *lease.Store) {
 }
 
 func TestInvalidArgumentsTouchNothing(t *testing.T) {
+	t.Parallel()
 	ok := lease.Request{Kind: "slot-1", Owner: "agent-7", TTLMinutes: 1}
 	with := func(f func(*lease.Request)) lease.Request { r := ok; f(&r); return r }
 	big := json.RawMessage(`"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"`)
@@ -667,6 +683,7 @@ func TestInvalidArgumentsTouchNothing(t *testing.T) {
 }
 
 func TestAcceptedEdgesOfValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		req  lease.Request
@@ -694,6 +711,7 @@ func TestAcceptedEdgesOfValidation(t *testing.T) {
 }
 
 func TestReadsTouchNothing(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	if st, err := s.Status(context.Background(), "slot-1"); err != nil || st.State != lease.Free {
 		t.Errorf("Status = %+v, %v", st, err)
@@ -705,6 +723,7 @@ func TestReadsTouchNothing(t *testing.T) {
 }
 
 func TestOpenOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opt  lease.Option
@@ -731,6 +750,7 @@ func TestOpenOptions(t *testing.T) {
 }
 
 func TestCompileOwnerPattern(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pattern string
 		ok      bool
@@ -775,6 +795,7 @@ func TestCompileOwnerPattern(t *testing.T) {
 }
 
 func TestOwnerFence(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t, lease.WithOwnerPattern(`^acme-[a-z0-9]+$`))
 	if _, err := s.Acquire(bg, lease.Request{Kind: "k", Owner: "evil-1", TTLMinutes: 1}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("owner outside the fence: %v, want ErrInvalid", err)
@@ -784,6 +805,7 @@ func TestOwnerFence(t *testing.T) {
 }
 
 func TestAcquireWaitTimesOut(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t, lease.WithPollInterval(20*time.Millisecond))
 	mustAcquire(t, s, "slot-1", "agent-7", 60)
 	ctx, cancel := context.WithTimeout(bg, 150*time.Millisecond)
@@ -802,6 +824,7 @@ func TestAcquireWaitTimesOut(t *testing.T) {
 }
 
 func TestAcquireWaitCancelled(t *testing.T) {
+	t.Parallel()
 	s, clk := newTestStore(t, lease.WithPollInterval(20*time.Millisecond))
 	mustAcquire(t, s, "slot-1", "agent-7", 60)
 	ctx, cancel := context.WithCancel(bg)
@@ -850,6 +873,7 @@ func (b *spyBackend) note() {
 }
 
 func TestAcquireWaitWakesOnRelease(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "store")
 	holder, err := dirstore.Open(dir)
 	if err != nil {
@@ -894,6 +918,7 @@ func TestAcquireWaitWakesOnRelease(t *testing.T) {
 }
 
 func TestAcquireWaitWakesAtExpiry(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "store")
 	s, err := dirstore.Open(dir, lease.WithPollInterval(10*time.Second))
 	if err != nil {
@@ -917,6 +942,7 @@ func TestAcquireWaitWakesAtExpiry(t *testing.T) {
 // TestGoroutineRace races goroutines of one process (sharing one Store) for
 // fresh kinds: each kind has exactly one winner.
 func TestGoroutineRace(t *testing.T) {
+	t.Parallel()
 	const workers, rounds = 16, 40
 	dir := filepath.Join(t.TempDir(), "store")
 	s, err := dirstore.Open(dir)

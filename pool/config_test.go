@@ -13,6 +13,7 @@ import (
 )
 
 func TestLoadFileDefaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pool.json")
 	if err := os.WriteFile(file, []byte(`{"provision": "prov --slot", "slots": [{"id": 1}]}`), 0o666); err != nil {
@@ -56,6 +57,7 @@ func TestLoadFileDefaults(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	tests := []struct {
 		name  string
@@ -148,6 +150,7 @@ func TestParseOptions(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		json string
@@ -229,6 +232,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestLoadFileErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t.Run("missing file", func(t *testing.T) {
 		_, err := pool.LoadFile(filepath.Join(dir, "nope.json"))
@@ -254,6 +258,7 @@ func TestLoadFileErrors(t *testing.T) {
 // "never drop waiters" setting drops every waiter at once and makes the
 // waiter poll interval negative.
 func TestParseHugeDurations(t *testing.T) {
+	t.Parallel()
 	for _, field := range []string{"waiterStaleMs", "movingAvgSeedMs"} {
 		t.Run(field, func(t *testing.T) {
 			c, err := pool.Parse([]byte(`{"`+field+`":1e13,"slots":[{"id":1}]}`), t.TempDir())
@@ -269,6 +274,7 @@ func TestParseHugeDurations(t *testing.T) {
 }
 
 func TestTemplates(t *testing.T) {
+	t.Parallel()
 	const slots = `"slots":[{"id":1,"ports":{"api":3000,"web":3001},"db":"acme_test_1","tags":["a","b"],"on":true,"none":null,"frac":1.50},
 	                         {"id":"two","kind":"custom-kind","ports":{"api":3100,"web":3101},"db":"acme_test_2","tags":[],"on":false,"none":null,"frac":2}]`
 	c, err := pool.Parse([]byte(`{
@@ -367,6 +373,7 @@ func TestTemplates(t *testing.T) {
 // with json.Marshal, which escapes <, > and & as \u003c…, unlike the
 // POOL_SLOT_* env (provision.envValue) and JavaScript's JSON.stringify.
 func TestTemplateObjectHTMLChars(t *testing.T) {
+	t.Parallel()
 	c, err := pool.Parse([]byte(`{"grantEnv":{"Q":"{q}","Q_TEXT":"q={q}","RAW":"{s}"},
 	  "slots":[{"id":1,"q":{"url":"http://h/?a=1&b=<2>"},"s":"a&b<c>"}]}`), t.TempDir())
 	if err != nil {
@@ -386,6 +393,7 @@ func TestTemplateObjectHTMLChars(t *testing.T) {
 }
 
 func TestDefaultGrantEnv(t *testing.T) {
+	t.Parallel()
 	c, err := pool.Parse([]byte(`{"slots":[{"id":7,"ports":{"api":3000},"db":"d","tags":[1,2],"cache-db":3}]}`), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -414,6 +422,7 @@ func TestDefaultGrantEnv(t *testing.T) {
 }
 
 func TestSlotByID(t *testing.T) {
+	t.Parallel()
 	c, err := pool.Parse([]byte(`{"slots":[{"id":1},{"id":"02"},{"id":"db"},{"id":2.5},{"id":10}]}`), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -514,6 +523,7 @@ func FuzzParse(f *testing.F) {
 // TestConfigRanges: every numeric field of a pool file has a range, and a
 // value outside it is refused with its JSON path before anything runs.
 func TestConfigRanges(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, field, want string }{
 		{"denormal ttl", `"ttlMinutes":5e-324`, "$.ttlMinutes"},
 		{"ttl under the minimum", `"ttlMinutes":0.0005`, "$.ttlMinutes"},

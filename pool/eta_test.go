@@ -34,6 +34,7 @@ func sameDurations(a, b []time.Duration) bool {
 // ceil(p/k) holds of the moving average, less the time the slot that
 // frees j-th has been held already (j = p's place in its round).
 func TestEtaArithmetic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, etaPool, pool.Options{})
 	tp.mustAcquire(t, "ci-a") // slot 1 at t0
@@ -89,6 +90,7 @@ func (tp *testPool) mustHeartbeatEntries(t *testing.T, ids []string) {
 }
 
 func TestEtaText(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		ms   int64
 		want string
@@ -106,6 +108,7 @@ func TestEtaText(t *testing.T) {
 // TestFormatEtaAgreesWithEtaMs: the JSON eta says what etaMs says, never
 // "~1m" of a few milliseconds.
 func TestFormatEtaAgreesWithEtaMs(t *testing.T) {
+	t.Parallel()
 	for ms, want := range map[int64]string{0: "<1s", 72: "<1s", 40_000: "~40s", 8 * 60_000: "~8m", 125 * 60_000: "~2h05m"} {
 		if got := pool.FormatEta(ms); got != want {
 			t.Errorf("pool.FormatEta(%d) = %q, want %q", ms, got, want)
@@ -116,6 +119,7 @@ func TestFormatEtaAgreesWithEtaMs(t *testing.T) {
 // TestEtaSaturates: a queue of thousands behind a year-long average gives
 // a hundred years at most, never a wrapped-around or negative figure.
 func TestEtaSaturates(t *testing.T) {
+	t.Parallel()
 	avg, elapsed := 366*24*time.Hour, []time.Duration{time.Hour}
 	prev := int64(0)
 	for _, pos := range []int{1, 2, 99, 100, 291, 292, 300, 1000, 1 << 30} {

@@ -12,6 +12,7 @@ import (
 // listen to slot events; an entry not found says yes (the attempt then
 // reports it lost).
 func TestMayGrant(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pool string
 		want []bool
@@ -41,6 +42,7 @@ func TestMayGrant(t *testing.T) {
 // served within milliseconds once the queue moves it to the front, not at
 // its next poll (here 10 s), in FIFO order.
 func TestFarWaitersServedOnQueueMove(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{Poll: 10 * time.Second})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "holder")

@@ -18,6 +18,7 @@ func eqMs(a, b *int64) bool { return a == nil && b == nil || a != nil && b != ni
 // TestHistoryFromAScriptedSequence: grants, waits, holds and a failure at
 // known times on a fake clock, and the figures history gives for them.
 func TestHistoryFromAScriptedSequence(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	grantAfter := func(owner string, wait time.Duration) *pool.Grant {
@@ -109,6 +110,7 @@ func TestHistoryFromAScriptedSequence(t *testing.T) {
 // TestHistoryReapedHoldEndsAtLastHeartbeat: a hold that was reaped lasted
 // until its holder's last heartbeat, not until the reap.
 func TestHistoryReapedHoldEndsAtLastHeartbeat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{TTLMinutes: 1})
 	tp.mustAcquire(t, "ci-a")
@@ -130,6 +132,7 @@ func TestHistoryReapedHoldEndsAtLastHeartbeat(t *testing.T) {
 // release stamped before its grant, one stamped ahead of this clock) give
 // no made-up hold, and the window starts at the earliest stamp.
 func TestHistoryClockSkew(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	at := func(d time.Duration) string { return lease.FormatTime(t0.Add(d)) }

@@ -14,6 +14,7 @@ import (
 // state files and directories belong. The pool must never write, append,
 // delete or block through them.
 func TestPoolStaysInsideTheStore(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		plant func(t *testing.T, poolDir, outside string)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestRoundHalfUp(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want float64 }{
 		{1000.5, 1001}, {1000.49, 1000}, {1000.51, 1001}, {2, 2},
 		{0.49999999999999994, 0}, {-2.5, -2}, {-2.51, -3}, {-0.5, 0},
@@ -28,6 +29,7 @@ func TestRoundHalfUp(t *testing.T) {
 // The moving average of a stats.json is what the Node tool computes from
 // the same file: the mean rounded half up to the millisecond.
 func TestMovingAvgRoundsAsTheNodeTool(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		stats string

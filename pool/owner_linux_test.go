@@ -65,6 +65,7 @@ func storeTree(t *testing.T, root string) string {
 // sweep, no heartbeat, no queue lock taken (whose fence would move), no
 // log line, no slot lease.
 func TestRefusedOwnerLeavesTheStoreAlone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})

@@ -20,6 +20,7 @@ import (
 // the entry was dropped; a request whose grant failed gets the failure a
 // claim reports. Another owner is refused all the while.
 func TestGrantedRequestIsReportedGranted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	q, err := tp.Enqueue(ctx, "ci-alice", "", pool.ModeAsync)
@@ -82,6 +83,7 @@ func TestGrantedRequestIsReportedGranted(t *testing.T) {
 // reported with its recorded failure, as claim reports it (the failure
 // record names no owner, so it is told to anyone, as claim tells it).
 func TestFailedGrantIsReportedAsClaimed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.runner.SetFail(func(ctx context.Context, c call) error {
@@ -118,6 +120,7 @@ func TestFailedGrantIsReportedAsClaimed(t *testing.T) {
 // exactly, as a lease's are: no case folding, and an entry's owner need
 // not match the pattern of the process that checks it.
 func TestOwnerFenceAndExactOwners(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})

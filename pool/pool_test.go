@@ -26,6 +26,7 @@ var errBoom = errors.New("boom")
 var errBadOwner = errors.New("pool.ErrInvalid or lease.ErrInvalid")
 
 func TestAcquireGrantsFreeSlot(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-main")
 
@@ -120,6 +121,7 @@ func TestAcquireGrantsFreeSlot(t *testing.T) {
 }
 
 func TestGrantFieldsAndJSON(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, `{
 	  "grantFields": {"ports": "{ports}", "apiPort": "{ports.api}", "url": "http://localhost:{ports.api}/", "static": [1]},
 	  "slots": [{"id": "a", "ports": {"api": 3000}}]
@@ -160,6 +162,7 @@ func TestGrantFieldsAndJSON(t *testing.T) {
 }
 
 func TestAcquireNoWaitSaturated(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "holder")
 	tp.runner.Reset()
@@ -214,6 +217,7 @@ func TestAcquireNoWaitSaturated(t *testing.T) {
 }
 
 func TestAcquireCommandFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		failOn    provision.Action
@@ -284,6 +288,7 @@ func TestAcquireCommandFailures(t *testing.T) {
 }
 
 func TestAcquireLeaseLostDuringProvision(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ttl  float64
@@ -349,6 +354,7 @@ func TestAcquireLeaseLostDuringProvision(t *testing.T) {
 }
 
 func TestAcquireWaitTimeout(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "holder")
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -378,6 +384,7 @@ func TestAcquireWaitTimeout(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tests := []struct {
@@ -443,6 +450,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestReleaseStatsAndETA(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	if got := tp.MovingAvg(context.Background()); got != 8*time.Minute {
@@ -502,6 +510,7 @@ func TestReleaseStatsAndETA(t *testing.T) {
 }
 
 func TestReleaseRefusals(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, `{"bookkeeper": "broker", "slots": [{"id": 1}]}`, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
@@ -525,6 +534,7 @@ func TestReleaseRefusals(t *testing.T) {
 }
 
 func TestBadBookkeeperIsRefusedAtUse(t *testing.T) {
+	t.Parallel()
 	// The pool file accepts any bookkeeper string; the store's owner fence
 	// refuses it when release --force uses it.
 	tp := newTestPool(t, `{"bookkeeper": "no spaces", "slots": [{"id": 1}]}`, pool.Options{})
@@ -539,6 +549,7 @@ func TestBadBookkeeperIsRefusedAtUse(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("held slot runs reset then health", func(t *testing.T) {
 		tp := newTestPool(t, oneSlotPool, pool.Options{})
@@ -613,6 +624,7 @@ func TestReset(t *testing.T) {
 }
 
 func TestReprovision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("held slot is refused", func(t *testing.T) {
 		tp := newTestPool(t, oneSlotPool, pool.Options{})
@@ -682,6 +694,7 @@ func TestReprovision(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("no health command", func(t *testing.T) {
 		tp := newTestPool(t, `{"provision":"p","slots":[{"id":1}]}`, pool.Options{})
@@ -717,6 +730,7 @@ func TestHealth(t *testing.T) {
 }
 
 func TestOpenCommandOverrides(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		file      string
@@ -753,6 +767,7 @@ func TestOpenCommandOverrides(t *testing.T) {
 }
 
 func TestSweepReapsExpiredSlot(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
@@ -788,6 +803,7 @@ func TestSweepReapsExpiredSlot(t *testing.T) {
 }
 
 func TestLazySweepOnAcquire(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "dead-holder")
 	tp.clock.Advance(31 * time.Minute)
@@ -805,6 +821,7 @@ func TestLazySweepOnAcquire(t *testing.T) {
 }
 
 func TestSweepDropsStaleEntry(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
@@ -850,6 +867,7 @@ func TestSweepDropsStaleEntry(t *testing.T) {
 // goes stale in between disappears from the journal (seen in
 // TestProcessesKilledWaiterIsDropped).
 func TestStaleDropIsJournaled(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
@@ -876,6 +894,7 @@ func TestStaleDropIsJournaled(t *testing.T) {
 }
 
 func TestSweepDeletesOldGrantFiles(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-main")
 	path := grantPath(tp.Pool, g.RequestID)
@@ -940,6 +959,7 @@ func recv(t *testing.T, ch <-chan waitResult) waitResult {
 }
 
 func TestRequestWaitClaim(t *testing.T) {
+	t.Parallel()
 	var (
 		mu     sync.Mutex
 		nudges []pool.Nudge
@@ -1029,6 +1049,7 @@ func TestRequestWaitClaim(t *testing.T) {
 }
 
 func TestClaimAfterRelease(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, twoSlotPool, pool.Options{Notify: func(context.Context, pool.Nudge) {}})
 	ctx := context.Background()
 	q, err := tp.Request(ctx, "agent-7", "")
@@ -1063,6 +1084,7 @@ func TestClaimAfterRelease(t *testing.T) {
 }
 
 func TestClaimFailedGrant(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.runner.SetFail(func(_ context.Context, c call) error {
@@ -1087,6 +1109,7 @@ func TestClaimFailedGrant(t *testing.T) {
 }
 
 func TestMissedNudgeIsRecoveredByClaim(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{}) // the default notifier, no command
 	ctx := context.Background()
 	q, err := tp.Request(ctx, "agent-7", "session-7")
@@ -1120,6 +1143,7 @@ func TestMissedNudgeIsRecoveredByClaim(t *testing.T) {
 }
 
 func TestNudgeCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		file string
@@ -1181,6 +1205,7 @@ func TestNudgeCommand(t *testing.T) {
 }
 
 func TestWaitCancelled(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
@@ -1205,6 +1230,7 @@ func TestWaitCancelled(t *testing.T) {
 // TestBlockingWaitersFIFO: in-process waiters are granted in queue order.
 // race_test.go checks the same with real processes.
 func TestBlockingWaitersFIFO(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	holder := tp.mustAcquire(t, "holder")
 	const n = 4
@@ -1258,6 +1284,7 @@ func TestBlockingWaitersFIFO(t *testing.T) {
 // or skewed stamp cannot hold the head of the queue; one stamped within the
 // allowance is a live waiter.
 func TestFutureEntryIsStale(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	tp.mustAcquire(t, "holder")
@@ -1285,6 +1312,7 @@ func TestFutureEntryIsStale(t *testing.T) {
 // the slot its lease names), not that it is unknown, or the caller would
 // request a second slot.
 func TestClaimWhileProvisioning(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	tp := newTestPool(t, oneSlotPool, pool.Options{ScriptRunner: func(ctx context.Context, a provision.Action, s *pool.Slot, script string) error {

@@ -37,6 +37,7 @@ func (tp *testPool) status(t *testing.T) *pool.Status {
 }
 
 func TestQuarantineAfterFailuresInARow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	failSlot(tp, "1", provision.ActionProvision)
@@ -115,6 +116,7 @@ func TestQuarantineAfterFailuresInARow(t *testing.T) {
 }
 
 func TestQuarantineCountsOnlyFailuresInARow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	fail := func(n int) {
@@ -142,6 +144,7 @@ func TestQuarantineCountsOnlyFailuresInARow(t *testing.T) {
 }
 
 func TestQuarantineAfterZeroNeverQuarantines(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, `{"quarantineAfter": 0, "provision": "p", "slots": [{"id": 1}]}`, pool.Options{})
 	failSlot(tp, "1", "")
@@ -156,6 +159,7 @@ func TestQuarantineAfterZeroNeverQuarantines(t *testing.T) {
 }
 
 func TestProbeQuarantinesAndRestores(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}, {"id": 2}]}`, pool.Options{})
 	failSlot(tp, "1", provision.ActionHealth)
@@ -202,6 +206,7 @@ func TestProbeQuarantinesAndRestores(t *testing.T) {
 }
 
 func TestQuarantineRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, twoSlotPool, pool.Options{})
 	for _, reason := range []string{"", "   ", strings.Repeat("x", 1001), "\xff"} {
@@ -224,6 +229,7 @@ func TestQuarantineRefusesBadInput(t *testing.T) {
 // lifting one quarantine at once: one runs reset and health, the other is
 // refused, and the commands never run twice at the same time.
 func TestUnquarantineRacers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {
@@ -268,6 +274,7 @@ func TestUnquarantineRacers(t *testing.T) {
 // quarantine in one change; the holder's heartbeat then fails, and the
 // journal has the forced release.
 func TestQuarantineForceIsOneChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-a")
@@ -291,6 +298,7 @@ func TestQuarantineForceIsOneChange(t *testing.T) {
 // once, and a waiter that finds every slot quarantined leaves a grant
 // document that its claim reports.
 func TestRequestWithEverySlotQuarantined(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	q, err := tp.Request(ctx, "ci-a", "")
@@ -316,6 +324,7 @@ func TestRequestWithEverySlotQuarantined(t *testing.T) {
 // does not stop probes; a probe is not run at every pump when the log
 // cannot be read.
 func TestProbeScheduleAgainstOddLogs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, `{"probeMs": 60000, "health": "h", "slots": [{"id": 1}]}`, pool.Options{})
 	ahead := `{"at":"` + lease.FormatTime(t0.Add(24*time.Hour)) + `","event":"slots_probed"}`
@@ -345,6 +354,7 @@ func TestProbeScheduleAgainstOddLogs(t *testing.T) {
 // read (planted as a symlink) is left out; failures in a row still count,
 // and history still works.
 func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	g := tp.mustAcquire(t, "ci-a") // creates the pool directory and log
@@ -372,6 +382,7 @@ func TestFailuresCountedPastAnUnreadableOldLog(t *testing.T) {
 // quarantined; another restorer is refused while the lift's heartbeat is
 // fresh and takes it over once it is liftStale old.
 func TestLiftOfADeadRestorer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	if _, err := tp.Quarantine(ctx, "1", "ops", "maintenance", false); err != nil {

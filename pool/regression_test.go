@@ -16,6 +16,7 @@ import (
 // mid-reset; the next waiter's sweep reaped it and provisioned the slot while
 // the reset still ran. The reset must renew the lease before it starts.
 func TestRegressionResetRenewsBeforeItRuns(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, `{"ttlMinutes":1,"reset":"wipe --slot","slots":[{"id":1}]}`, pool.Options{})
 	g := tp.mustAcquire(t, "agent-7")
 	tp.clock.Advance(59 * time.Second) // one second left
@@ -40,6 +41,7 @@ func TestRegressionResetRenewsBeforeItRuns(t *testing.T) {
 // provisioner and reporting an internal error. The wait bounds the queue
 // only.
 func TestRegressionWaitBoundsOnlyTheQueue(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, `{"provision":"slow --slot","slots":[{"id":1}]}`, pool.Options{})
 	tp.runner.SetFail(func(ctx context.Context, c call) error {
 		select {

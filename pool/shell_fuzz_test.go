@@ -272,6 +272,7 @@ func externalShell(t *testing.T, name string) string {
 // any other command would fail with "not found" on stderr, and the working
 // directory must stay empty.
 func TestShellExportsBashDash(t *testing.T) {
+	t.Parallel()
 	values := map[string]bool{}
 	for _, tc := range nastyValues {
 		values[tc.value] = true

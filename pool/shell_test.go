@@ -96,6 +96,7 @@ func assertNoFile(t testing.TB, dir string) {
 }
 
 func TestShellQuote(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"", "''"},
 		{"abc", "'abc'"},
@@ -111,6 +112,7 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestShellExportsFormat(t *testing.T) {
+	t.Parallel()
 	got, err := ShellExports(map[string]string{"B": "2", "A": "1"}, "POOL_LEASE", "3", "tok", "ci-main")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +130,7 @@ func TestShellExportsFormat(t *testing.T) {
 }
 
 func TestShellExportsErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                       string
 		env                        map[string]string
@@ -169,6 +172,7 @@ func mvdanLimit(value string) string {
 }
 
 func TestShellExportsRoundTripMvdan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range nastyValues {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -195,6 +199,7 @@ func TestShellExportsRoundTripMvdan(t *testing.T) {
 }
 
 func TestShellExportsRoundTripBash(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("bash not installed")

@@ -65,6 +65,7 @@ func waitResult(t *testing.T, done <-chan *Result, within time.Duration) *Result
 }
 
 func TestExitStatusPassesThrough(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	tests := []struct {
 		name string
@@ -92,6 +93,7 @@ func TestExitStatusPassesThrough(t *testing.T) {
 }
 
 func TestEnvironmentAndStdin(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -113,6 +115,7 @@ func TestEnvironmentAndStdin(t *testing.T) {
 // ends it, a grandchild that ignores SIGTERM included, after the kill
 // grace.
 func TestLossByForcedRelease(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out, log lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -138,6 +141,7 @@ func TestLossByForcedRelease(t *testing.T) {
 // the command ends before the next one. The release finds the successor:
 // the run ends lost (75), never 0, and the successor's lease is untouched.
 func TestLossFoundAtRelease(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -164,6 +168,7 @@ func TestLossFoundAtRelease(t *testing.T) {
 // pool's queue ends it interrupted, with its queue entry removed, the
 // wait's line ended, and nothing run.
 func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	sigs := make(chan os.Signal, 1)
@@ -200,6 +205,7 @@ func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
 // it used to be wrapped in an *os.File per run, whose finalizer closed it
 // once the run was over, and a later run's socket that took its number.
 func TestInheritedDescriptorsSurviveRuns(t *testing.T) {
+	t.Parallel()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

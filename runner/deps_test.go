@@ -11,6 +11,7 @@ import (
 // the commands' business. It must not link their packages, directly or
 // through another package.
 func TestNoCLIDependencies(t *testing.T) {
+	t.Parallel()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command in PATH to list the dependencies with")

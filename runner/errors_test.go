@@ -65,6 +65,7 @@ func heldPool(t *testing.T, s *lease.Store, spec string) *pool.Pool {
 // an *AcquireError; the queue reporter is told the place and the end of
 // the wait.
 func TestNotAcquiredIsTyped(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		noWait bool
@@ -105,6 +106,7 @@ func TestNotAcquiredIsTyped(t *testing.T) {
 // TestBatonHeldIsTyped: a baton somebody else holds is a *lease.HeldError
 // behind the AcquireError.
 func TestBatonHeldIsTyped(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "b", Owner: "other", TTLMinutes: 1}); err != nil {
 		t.Fatal(err)
@@ -122,6 +124,7 @@ func TestBatonHeldIsTyped(t *testing.T) {
 // TestErrorsMatchTheirCode: each way a run ends that is not the work's
 // own status has an Err that matches the sentinel its Code documents.
 func TestErrorsMatchTheirCode(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	gate := func(yaml string) *gates.Gate {

@@ -16,6 +16,7 @@ import (
 // work's process group is killed before the run returns, the run ends as
 // internal (exit 3), and the lease is still given back.
 func TestGuardianDeathEndsTheWork(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestHeldRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []HeldLease{
 		{Store: "/repo/logs/leases", Kind: "merge-baton"},
 		{Store: "/a dir/with,odd;chars=%/ü", Kind: "slot-2", Pool: "e2e", Slot: "2"},
@@ -31,6 +32,7 @@ func TestHeldRoundTrip(t *testing.T) {
 }
 
 func TestWorkEnvHides(t *testing.T) {
+	t.Parallel()
 	base := []string{"A=1", "POOL_RUN_SLOT=outer", "POOL_RUN_ANYTHING=x", "LEASE_ETCD_PASSWORD=p", "LEASE_ETCD_USER=u",
 		"LEASE_ETCD_KEY=k", "LEASE_ETCD_CERT=c", "LEASE_ETCD_CACERT=ca", "LEASE_STORE=rel", "B=2"}
 	got := workEnv(base, map[string]string{"G": "g"}, map[string]string{"POOL_RUN_KIND": "k", "LEASE_STORE": "/abs"})
@@ -44,6 +46,7 @@ func TestWorkEnvHides(t *testing.T) {
 // the work, but for the CA certificate: a variable added there must be
 // decided on here.
 func TestHiddenEnvCoversEtcd(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../etcdstore/*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("etcdstore sources: %v", err)

@@ -83,6 +83,7 @@ func waitHeld(t *testing.T, s *lease.Store, kind string) {
 }
 
 func TestCommandForwardsAnInjectedSignal(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	sigs := make(chan os.Signal, 1)
@@ -99,6 +100,7 @@ func TestCommandForwardsAnInjectedSignal(t *testing.T) {
 }
 
 func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -114,6 +116,7 @@ func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
 }
 
 func TestGateStopsOnLoss(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -142,6 +145,7 @@ func TestGateStopsOnLoss(t *testing.T) {
 }
 
 func TestGateResetFailureStops(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "pool.json")
@@ -176,6 +180,7 @@ func TestGateResetFailureStops(t *testing.T) {
 }
 
 func TestWorkEnvReplaces(t *testing.T) {
+	t.Parallel()
 	got := workEnv([]string{"A=1", "POOL_RUN_SLOT=stale", "B=2"}, map[string]string{"A": "grant"}, map[string]string{"POOL_RUN_SLOT": "3"})
 	want := []string{"B=2", "A=grant", "POOL_RUN_SLOT=3"}
 	if !slices.Equal(got, want) {
@@ -190,6 +195,7 @@ func TestWorkEnvReplaces(t *testing.T) {
 // program carries a marker in its command line, and the whole process
 // table is searched for it: a pid the test cannot learn cannot hide it.
 func TestGatePhaseLeftoversAreStopped(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -256,6 +262,7 @@ func (b *releaseBlocker) Update(ctx context.Context, kind string, fn func(*lease
 // TestSignalDuringReleaseIsHonoured: Ctrl-C while the release hangs ends
 // the run at once, interrupted, rather than being swallowed.
 func TestSignalDuringReleaseIsHonoured(t *testing.T) {
+	t.Parallel()
 	dir := testStore(t)
 	b := &releaseBlocker{Backend: dir.Backend(), entered: make(chan struct{})}
 	s, err := lease.New(b)
@@ -288,6 +295,7 @@ func TestSignalDuringReleaseIsHonoured(t *testing.T) {
 // being re-parented to the guardian. A walk of /proc can miss such a
 // process; nothing of the chain may tick after Command returns.
 func TestWalkingChainIsEnded(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -323,6 +331,7 @@ func lines(t *testing.T, path string) int {
 // flag takes) still lets a leftover that handles SIGTERM clean up, rather
 // than overflowing into an instant SIGKILL.
 func TestHugeKillGraceIsAGrace(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	var out lockedBuffer
 	o := baton(t, s, &out, nil)
@@ -360,6 +369,7 @@ func gatePool(t *testing.T, s *lease.Store, dir, file string) *pool.Pool {
 // gate's env still see the slot's POOL_SLOT_* variables, as its provision
 // command does; a grantEnv name wins over a POOL_SLOT_* one.
 func TestGateSeesSlotEnvBesideGrantEnv(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	dir := t.TempDir()
 	p := gatePool(t, s, dir, `{"grantEnv":{"APP_PORT":"{ports.api}","POOL_SLOT_CACHE":"from-grant"},
@@ -385,6 +395,7 @@ func TestGateSeesSlotEnvBesideGrantEnv(t *testing.T) {
 // grant of the pool defines is refused before a slot is taken, so its
 // provision command never runs.
 func TestGateEnvRefusedBeforeAcquire(t *testing.T) {
+	t.Parallel()
 	s := testStore(t)
 	dir := t.TempDir()
 	p := gatePool(t, s, dir, `{"provision":"echo >provisioned","grantEnv":{"A":"{id}"},"slots":[{"id":1,"db":"x"},{"id":2}]}`)

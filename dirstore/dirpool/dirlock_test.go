@@ -22,6 +22,7 @@ import (
 // process holding it keeps the others out of their queue mutations until
 // it lets go, and no file is added to the pool directory for it.
 func TestQueueLocalLockIsTheDirectory(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	must(t, os.MkdirAll(tp.Dir(), 0o777))
 	f, err := os.Open(tp.Dir())
@@ -55,6 +56,7 @@ func TestQueueLocalLockIsTheDirectory(t *testing.T) {
 // the protocol's files and nothing of this implementation's own: the file
 // set the Node tool leaves after the same operations.
 func TestPoolDirectoryHasOnlyProtocolFiles(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	ctx := context.Background()
 	g := tp.mustAcquire(t, "ci-main")
@@ -86,6 +88,7 @@ func TestPoolDirectoryHasOnlyProtocolFiles(t *testing.T) {
 // with a lock file wrote it ("pool") proves nothing to a process holding
 // the directory's flock: such a holder, alive, is waited for.
 func TestOlderLockFilePayloadIsNoProof(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	self := lease.Self()
 	payload, _ := json.Marshal(map[string]any{

@@ -13,6 +13,7 @@ import (
 // can write, reached without a symbolic link: one planted at
 // ~/.local/state would make the CLI write where its owner chose.
 func TestRegistryRefusesASymlinkedOrOpenDirectory(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	elsewhere := t.TempDir()
 	cfgDir := t.TempDir()

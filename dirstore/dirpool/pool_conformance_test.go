@@ -15,6 +15,7 @@ import (
 // TestPoolConformance runs the pool state conformance suite on the
 // directory store, on a fake clock shared by every client of a store.
 func TestPoolConformance(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	clocks := map[string]*storetest.FakeClock{}
 	open := func(t *testing.T, dir string) *lease.Store {

@@ -14,6 +14,7 @@ import (
 // the next line, so the log stays bounded, and Log (and history) read
 // both generations in order.
 func TestLogRotates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "ci-a") // creates pool.log

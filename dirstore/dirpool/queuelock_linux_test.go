@@ -29,6 +29,7 @@ func plantQueueLock(t *testing.T, tp *testPool, proc lease.Process) {
 // next process proves the holder dead from the lock's payload and takes the
 // lock at once, loudly, instead of stalling every waiter for the lock's TTL.
 func TestDeadQueueLockHolderIsRecovered(t *testing.T) {
+	t.Parallel()
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	if err := child.Run(); err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestDeadQueueLockHolderIsRecovered(t *testing.T) {
 // A queue lock held for a live process, or for a holder that cannot be
 // identified (the Node tool writes no payload), is waited for.
 func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
+	t.Parallel()
 	for name, proc := range map[string]lease.Process{"live": lease.Self(), "unidentified": {}} {
 		t.Run(name, func(t *testing.T) {
 			tp := newTestPool(t, oneSlotPool, pool.Options{})
@@ -75,6 +77,7 @@ func TestLiveQueueLockHolderIsWaitedFor(t *testing.T) {
 // this pool's directory is recovered on the proof of the local flock we
 // hold, whatever /proc says: here it names this very (live) process.
 func TestQueueLockRecoveredOnTheFlockProof(t *testing.T) {
+	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	payload, _ := json.Marshal(lockHolder{Process: lease.Self(), DirLock: tp.Dir()})
 	if _, err := tp.Store().Acquire(context.Background(), lease.Request{

@@ -20,6 +20,7 @@ import (
 // waiterStaleMs. A reader of queue.json alone (the Node tool) must still
 // find every entry fresh all the time.
 func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
+	t.Parallel()
 	// waiterStaleMs is what a waiter may go unscheduled before its entry
 	// lapses, rightly: 2 s keeps a host loaded by other tests from
 	// starving a waiter that long (at 800 ms one did, in CI).

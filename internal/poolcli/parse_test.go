@@ -55,19 +55,24 @@ func TestQuickParseIsKongParse(t *testing.T) {
 	if strings.Join(verbs, " ") != strings.Join(quickVerbs, " ") {
 		t.Fatalf("quick reads the verbs %q, want %q", verbs, quickVerbs)
 	}
+	// Each line and its variants is a parallel subtest: building kong's
+	// model for every variant is work for every core.
 	for _, args := range append(samples, hotLines...) {
-		accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !accepted {
-			t.Errorf("%q is not read the quick way", args)
-		}
-		for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
-			if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
+			if !accepted {
+				t.Errorf("%q is not read the quick way", args)
+			}
+			for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
+				if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

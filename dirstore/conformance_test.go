@@ -22,6 +22,7 @@ func TestConformanceDirectory(t *testing.T) {
 	var mu sync.Mutex
 	leasetest.Run(t, leasetest.Harness{
 		TTLMinutes: 1,
+		Parallel:   true, // a clock per store
 		New: func(t *testing.T) *lease.Store {
 			c := storetest.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 			s, err := dirstore.Open(filepath.Join(t.TempDir(), "store"), lease.WithClock(c),

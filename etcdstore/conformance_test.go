@@ -25,6 +25,7 @@ func TestConformance(t *testing.T) {
 	ttl := etcdtest.MinLeaseTTL
 	leasetest.Run(t, leasetest.Harness{
 		TTLMinutes: ttl.Minutes(),
+		Parallel:   true,
 		New: func(t *testing.T) *lease.Store {
 			url := c.URL(fmt.Sprintf("conformance/s%d", n.Add(1)))
 			b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})

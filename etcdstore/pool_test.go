@@ -38,6 +38,7 @@ func TestPoolConformance(t *testing.T) {
 	pooltest.Run(t, pooltest.Harness{
 		TTLMinutes:  (2 * etcdtest.MinLeaseTTL).Minutes(),
 		WaiterStale: 2 * etcdtest.MinLeaseTTL,
+		Parallel:    true,
 		New:         func(t *testing.T) *lease.Store { return open(t, c.URL(fmt.Sprintf("pools/s%d", n.Add(1)))) },
 		Client:      func(t *testing.T, s *lease.Store) *lease.Store { return open(t, s.Where()) },
 		Pass:        func(t *testing.T, s *lease.Store, d time.Duration) { time.Sleep(d) },

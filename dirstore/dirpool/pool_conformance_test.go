@@ -36,6 +36,7 @@ func TestPoolConformance(t *testing.T) {
 	pooltest.Run(t, pooltest.Harness{
 		TTLMinutes:  1,
 		WaiterStale: 90 * time.Second,
+		Parallel:    true, // a clock per store directory
 		New:         func(t *testing.T) *lease.Store { return open(t, filepath.Join(t.TempDir(), "store")) },
 		Client:      func(t *testing.T, s *lease.Store) *lease.Store { return open(t, s.Dir()) },
 		Pass: func(t *testing.T, s *lease.Store, d time.Duration) {

@@ -44,6 +44,11 @@ type Harness struct {
 	// nothing on a fake clock; a server's expiry tick and the rounding to
 	// whole seconds on etcd).
 	Margin time.Duration
+	// Parallel runs the cases at once. Set it when the stores New makes
+	// share nothing a case changes: each has a clock of its own (or all
+	// read the real one) and a namespace of its own. On a backend whose
+	// Lapse sleeps, the suite then takes about as long as its longest case.
+	Parallel bool
 }
 
 // Run runs the whole suite.
@@ -67,7 +72,12 @@ func Run(t *testing.T, h Harness) {
 		{"OwnersChecked", testOwners},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
+		t.Run(tt.name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			tt.fn(t, h)
+		})
 	}
 }
 

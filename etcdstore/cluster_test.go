@@ -39,6 +39,7 @@ func TestLeaderStopped(t *testing.T) {
 	// Renew every 300 ms until a TTL and more has passed since the stop.
 	var stopAt time.Time
 	renewals, slowest := 0, time.Duration(0)
+	unanswered := 0 // renewals in a row that went unanswered
 	for stopAt.IsZero() || time.Since(stopAt) < 4*time.Second {
 		select {
 		case stopAt = <-stopped:
@@ -47,8 +48,18 @@ func TestLeaderStopped(t *testing.T) {
 		start := time.Now()
 		got, err := renew(ctx, holder, "baton", rec.Token)
 		if err != nil {
-			t.Fatalf("renewal %d (%s after the stop): %v", renewals, sinceOrZero(stopAt), err)
+			// A renewal sent to the leader as it stops can go unanswered
+			// until the request timeout (seen on a loaded host). A holder
+			// (lease.Hold) retries a failed heartbeat once: so may this
+			// one, and the retry must find the lease as it was.
+			if !errors.Is(err, etcdstore.ErrUnreachable) || unanswered > 0 {
+				t.Fatalf("renewal %d (%s after the stop): %v", renewals, sinceOrZero(stopAt), err)
+			}
+			unanswered++
+			t.Logf("renewal %d (%s after the stop) went unanswered, retried: %v", renewals, sinceOrZero(stopAt), err)
+			continue
 		}
+		unanswered = 0
 		slowest = max(slowest, time.Since(start))
 		if got.Fence != rec.Fence || !got.Seen.Live {
 			t.Fatalf("renewal %d: fence %d live %v; want %d, live", renewals, got.Fence, got.Seen.Live, rec.Fence)

@@ -37,7 +37,6 @@ func bareRepo(t *testing.T) string { return gittest.BareRepo(t) }
 
 type harness struct {
 	clock *storetest.FakeClock
-	url   func() string
 }
 
 func (h *harness) backend(t *testing.T, url string) *Backend {
@@ -59,30 +58,37 @@ func (h *harness) store(t *testing.T, b *Backend) *lease.Store {
 	return s
 }
 
-func run(t *testing.T, url func() string, setup ...func(*harness)) {
-	h := &harness{clock: storetest.NewFakeClock(storetest.T0), url: url}
-	for _, f := range setup {
-		f(h)
+// run runs the conformance suite on stores newStore makes: it returns the
+// URL of a fresh store whose server (if it has a clock) reads clock. Each
+// case has a clock of its own, so the cases run at once.
+func run(t *testing.T, newStore func(t *testing.T, clock *storetest.FakeClock) string) {
+	type opened struct {
+		b     *Backend
+		clock *storetest.FakeClock
 	}
-	backends := map[*lease.Store]*Backend{}
+	stores := map[*lease.Store]opened{}
 	var mu sync.Mutex
+	of := func(s *lease.Store) opened {
+		mu.Lock()
+		defer mu.Unlock()
+		return stores[s]
+	}
 	ttl := time.Duration(ttlMinutes * float64(time.Minute))
 	leasetest.Run(t, leasetest.Harness{
 		TTLMinutes: ttlMinutes,
+		Parallel:   true,
 		New: func(t *testing.T) *lease.Store {
-			b := h.backend(t, h.url())
+			h := &harness{clock: storetest.NewFakeClock(storetest.T0)}
+			b := h.backend(t, newStore(t, h.clock))
 			s := h.store(t, b)
 			mu.Lock()
-			backends[s] = b
+			stores[s] = opened{b, h.clock}
 			mu.Unlock()
 			return s
 		},
-		Lapse: func(t *testing.T, s *lease.Store) { h.clock.Advance(ttl + Margin(ttl) + time.Second) },
+		Lapse: func(t *testing.T, s *lease.Store) { of(s).clock.Advance(ttl + Margin(ttl) + time.Second) },
 		Journal: func(t *testing.T, s *lease.Store) []lease.Event {
-			mu.Lock()
-			b := backends[s]
-			mu.Unlock()
-			ev, err := b.Events(bg)
+			ev, err := of(s).b.Events(bg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,10 +99,7 @@ func run(t *testing.T, url func() string, setup ...func(*harness)) {
 
 func TestConformanceFile(t *testing.T) {
 	t.Parallel()
-	var n atomic.Int64
-	run(t, func() string {
-		return "git+file://" + bareRepo(t) + fmt.Sprintf("#s%d", n.Add(1))
-	})
+	run(t, func(t *testing.T, _ *storetest.FakeClock) string { return "git+file://" + bareRepo(t) })
 }
 
 func TestConformanceDaemon(t *testing.T) {
@@ -106,18 +109,22 @@ func TestConformanceDaemon(t *testing.T) {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	prefix, _ := gittest.Daemon(t, base)
+	// One daemon and repository, a namespace per store.
 	var n atomic.Int64
-	run(t, func() string { return "git+" + prefix + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1)) })
+	run(t, func(*testing.T, *storetest.FakeClock) string {
+		return "git+" + prefix + "/leases.git" + fmt.Sprintf("#s%d", n.Add(1))
+	})
 }
 
 func TestConformanceHTTP(t *testing.T) {
 	t.Parallel()
-	srv, url, _ := httpStore(t)
-	var n atomic.Int64
-	// The server's clock runs with the clients' (the suite's lapses
-	// advance both): its Date decides.
-	run(t, func() string { return url + fmt.Sprintf("#s%d", n.Add(1)) },
-		func(h *harness) { srv.SetClock(h.clock.Now) })
+	// A server per store: its Date decides, so it runs on the store's
+	// clock (the suite's lapses advance both).
+	run(t, func(t *testing.T, clock *storetest.FakeClock) string {
+		srv, url, _ := httpStore(t)
+		srv.SetClock(clock.Now)
+		return url
+	})
 }
 
 func TestParseURL(t *testing.T) {

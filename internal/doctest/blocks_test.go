@@ -7,6 +7,7 @@ import (
 )
 
 func TestBlocks(t *testing.T) {
+	t.Parallel()
 	doc := strings.Join([]string{
 		"# Title",                              // 1
 		"```sh",                                // 2
@@ -57,6 +58,7 @@ func TestBlocks(t *testing.T) {
 }
 
 func TestBlocksErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, doc, want string }{
 		{"unknown mark", "<!-- doctest: skip -->\n```sh\nx\n```\n", `unknown doctest mark "skip"`},
 		{"norun without a reason", "<!-- doctest: norun -->\n```sh\nx\n```\n", "norun needs a reason"},

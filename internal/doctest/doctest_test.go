@@ -41,6 +41,7 @@ func documents(t *testing.T, root string) []string {
 // the package doc for the marks), each document in a clean copy of the
 // checkout with the commands installed from it.
 func TestDocs(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		if _, err := os.Stat("/usr/bin/bash"); err != nil {
 			t.Fatal("the blocks are bash; install bash")
@@ -94,6 +95,7 @@ func TestDocs(t *testing.T) {
 // TestFailingBlockFails: a block that fails fails the document, naming the
 // block and its output, and the blocks after it never run.
 func TestFailingBlockFails(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, "")
 	doc := "# A\n\n```sh\nx=one\necho \"$x\"\n```\n\ntext\n\n```sh\necho \"two after $x\"\nfalse\necho unreached\n```\n\n```sh\necho never\n```\n"
 	err := s.runDoc(t, "broken.md", doc, nil)
@@ -112,6 +114,7 @@ func TestFailingBlockFails(t *testing.T) {
 // TestHeldLeaseFails: a document whose blocks leave a lease held fails,
 // though every block passed.
 func TestHeldLeaseFails(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, t.TempDir())
 	doc := "```sh\nlease acquire --kind left-behind --owner doc --ttl 5\n```\n"
 	err := s.runDoc(t, "leaky.md", doc, nil)
@@ -123,6 +126,7 @@ func TestHeldLeaseFails(t *testing.T) {
 // TestFileMarkMismatch: a block marked as a copy of a file must be that
 // file, byte for byte.
 func TestFileMarkMismatch(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, "")
 	doc := "<!-- doctest: file examples/pool/gate.yaml -->\n```yaml\npool: pool.json\n```\n"
 	err := s.runDoc(t, "stale.md", doc, nil)

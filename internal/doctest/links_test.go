@@ -92,6 +92,7 @@ func brokenLinks(root, path string) ([]string, error) {
 // READMEs names a file that exists and, into a Markdown file, a heading
 // it has.
 func TestLinks(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	more, _ := filepath.Glob(filepath.Join(root, "*", "*", "README.md"))
@@ -112,6 +113,7 @@ func TestLinks(t *testing.T) {
 }
 
 func TestSlug(t *testing.T) {
+	t.Parallel()
 	for h, want := range map[string]string{
 		"Watching a pool: `pool top`":                         "watching-a-pool-pool-top",
 		"4.3 Differences from the Node tool":                  "43-differences-from-the-node-tool",

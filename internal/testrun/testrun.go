@@ -103,7 +103,7 @@ func Missing(t testing.TB, format string, args ...any) {
 	Skip(t, "%s", why)
 }
 
-// maxNames is how many skipped tests of one reason the closing line names;
+// maxNames is how many skipped tests of one reason a closing line names;
 // go test -v lists them all.
 const maxNames = 4
 
@@ -112,29 +112,41 @@ const maxNames = 4
 func Summary() string {
 	mu.Lock()
 	defer mu.Unlock()
-	if len(skipped) == 0 {
+	n := 0
+	for _, names := range skipped {
+		n += len(names)
+	}
+	if n == 0 {
 		return ""
 	}
-	reasons := make([]string, 0, len(skipped))
-	n := 0
-	for why, names := range skipped {
+	return fmt.Sprintf("testrun: %s: skipped %s: %s", packageDir(), plural(n, "test"), byReason(skipped))
+}
+
+// byReason lists skipped tests grouped by reason, reasons in order:
+// "TestA, TestB (why); TestC (why not)".
+func byReason(skips map[string][]string) string {
+	reasons := make([]string, 0, len(skips))
+	for why := range skips {
 		reasons = append(reasons, why)
-		n += len(names)
 	}
 	sort.Strings(reasons)
 	parts := make([]string, len(reasons))
 	for i, why := range reasons {
-		names := skipped[why]
+		names := skips[why]
 		if len(names) > maxNames {
 			names = append(names[:maxNames:maxNames], fmt.Sprintf("%d more", len(names)-maxNames))
 		}
 		parts[i] = fmt.Sprintf("%s (%s)", strings.Join(names, ", "), why)
 	}
-	tests := "tests"
+	return strings.Join(parts, "; ")
+}
+
+// plural is "1 test" or "n tests".
+func plural(n int, noun string) string {
 	if n == 1 {
-		tests = "test"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("testrun: %s: skipped %d %s: %s", packageDir(), n, tests, strings.Join(parts, "; "))
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // packageDir is the working directory (go test runs a package's tests in
@@ -160,13 +172,23 @@ func packageDir() string {
 // report prints line on stdout, where go test -v, go test -json, a run in
 // the package's directory and a failing package's output show it. In
 // package list mode (go test ./...) the go command discards the output of
-// a package that passes and prints only its "ok" line; then, and only
-// then, the line also goes to the go command's own standard output when
-// that is a terminal or a pipe (not a file: see goStdout), so that the run
-// shows it beside that "ok" line.
+// a package that passes and prints only its "ok" line; then the skips go
+// to the run's spool instead, for the one line that ends the run (see
+// spool_linux.go). Where there is no spool, the line goes to the go
+// command's own standard output, beside the package's "ok" line, when
+// that is a terminal or a pipe.
 func report(line string, passed bool) {
 	fmt.Println(line)
 	if !passed || verbose() {
+		return
+	}
+	mu.Lock()
+	skips := make(map[string][]string, len(skipped))
+	for why, names := range skipped {
+		skips[why] = append([]string(nil), names...)
+	}
+	mu.Unlock()
+	if spool(packageDir(), skips) == nil {
 		return
 	}
 	if out, err := goStdout(); err == nil {
@@ -187,30 +209,45 @@ func verbose() bool {
 // run in the package's directory streams it there). It fails where there
 // is no /proc, or the parent is not the go command.
 func goStdout() (*os.File, error) {
-	parent := fmt.Sprintf("/proc/%d", os.Getppid())
-	exe, err := os.Readlink(parent + "/exe")
-	if err != nil {
+	ppid := os.Getppid()
+	if err := goParent(ppid); err != nil {
 		return nil, err
 	}
-	if base := filepath.Base(exe); base != "go" && !strings.HasPrefix(base, "go1") {
-		return nil, errors.New("not run by the go command")
-	}
-	var mine, theirs syscall.Stat_t
-	if err := syscall.Fstat(1, &mine); err != nil {
+	var theirs syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/fd/1", ppid), &theirs); err != nil {
 		return nil, err
-	}
-	if err := syscall.Stat(parent+"/fd/1", &theirs); err != nil {
-		return nil, err
-	}
-	if mine.Dev == theirs.Dev && mine.Ino == theirs.Ino {
-		return nil, errors.New("the go command's output is this binary's")
 	}
 	// A file opened anew has an offset of its own: the go command's next
 	// write would land on the line. A terminal or a pipe has none.
 	if theirs.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		return nil, errors.New("the go command writes to a file")
 	}
-	return os.OpenFile(parent+"/fd/1", os.O_WRONLY, 0)
+	return os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", ppid), os.O_WRONLY, 0)
+}
+
+// goParent checks that the process ppid is the go command and that its
+// standard output is not this binary's (the go command streams a single
+// package's output: the binary's own line is then the run's).
+func goParent(ppid int) error {
+	parent := fmt.Sprintf("/proc/%d", ppid)
+	exe, err := os.Readlink(parent + "/exe")
+	if err != nil {
+		return err
+	}
+	if base := filepath.Base(exe); base != "go" && !strings.HasPrefix(base, "go1") {
+		return errors.New("not run by the go command")
+	}
+	var mine, theirs syscall.Stat_t
+	if err := syscall.Fstat(1, &mine); err != nil {
+		return err
+	}
+	if err := syscall.Stat(parent+"/fd/1", &theirs); err != nil {
+		return err
+	}
+	if mine.Dev == theirs.Dev && mine.Ino == theirs.Ino {
+		return errors.New("the go command's output is this binary's")
+	}
+	return nil
 }
 
 // Wrap returns an M whose Run is [Run] of m: for a TestMain that hands

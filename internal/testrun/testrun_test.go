@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -109,5 +111,43 @@ func TestRaceEnv(t *testing.T) {
 		if got := RaceEnv(); got != tc.want {
 			t.Errorf("GORACE=%q: RaceEnv() = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestOneLineEndsTheRun: go test over several packages that skip ends
+// with one line for them all, after every "ok" line, in a pipe; the
+// packages' own lines stay out of it, and the spool is gone.
+func TestOneLineEndsTheRun(t *testing.T) {
+	if os.Getenv("TESTRUN_CHILD") != "" {
+		t.Skip("the child's own run")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the spool is Linux's")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		Missing(t, "the go command is not on PATH")
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(goTool, "test", "-count=1", "./testdata/skips/...")
+	cmd.Env = append(os.Environ(), "CI=", "TMPDIR="+tmp)
+	out, err := cmd.Output() // a pipe, which the reporter holds until it has written
+	if err != nil {
+		t.Fatalf("go test: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	want := "testrun: skipped 4 tests in 2 packages: " +
+		"./internal/testrun/testdata/skips/a: TestMissinga (no frobnicator here); TestSkipsa (the fixture's reason in a); " +
+		"./internal/testrun/testdata/skips/b: TestMissingb (no frobnicator here); TestSkipsb (the fixture's reason in b)"
+	if lines[len(lines)-1] != want {
+		t.Fatalf("the run's last line is not\n%s\n:\n%s", want, out)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasPrefix(l, "ok  \t") {
+			t.Errorf("a line other than an ok line before the last: %q", l)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "durable-lease-testrun-*")); len(left) > 0 {
+		t.Errorf("the spool is left behind: %q", left)
 	}
 }

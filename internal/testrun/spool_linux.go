@@ -1,0 +1,254 @@
+package testrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// In package list mode (go test ./...) the go command discards what a
+// passing package's test binary prints, and prints its "ok" lines in
+// package order as the binaries finish, so no binary can print after the
+// last of them. Each binary that skipped tests instead leaves a record of
+// its skips in the run's spool, a directory of its own in TMPDIR named
+// after the go command's process (its PID and start time), and the first
+// one starts the run's reporter: this binary again, in reporter mode,
+// detached from the go command's pipes (so that the go command does not
+// wait for it) but holding the go command's standard output and a pidfd
+// of the go command. When the go command exits, the reporter merges the
+// records into one line, appends it to that output and removes the spool.
+//
+// A pipe (go test ./... | tail, or CI's log) gets the line last, since
+// its reader waits for the reporter to close it. At a terminal the line
+// is written as the go command exits, beside the shell's next prompt.
+
+// reportEnv, in the reporter's environment, is the spool it reports.
+const reportEnv = "DL_TESTRUN_REPORT"
+
+// The reporter's descriptors, after stdin, stdout and stderr (/dev/null).
+const (
+	fdOut  = 3 // the go command's standard output
+	fdGo   = 4 // a pidfd of the go command
+	fdLock = 5 // the spool's lock, held while the reporter lives
+)
+
+func init() {
+	if dir := os.Getenv(reportEnv); dir != "" {
+		os.Exit(reporter(dir))
+	}
+}
+
+// record is what one test binary leaves in the spool.
+type record struct {
+	Pkg     string              `json:"pkg"`
+	Skipped map[string][]string `json:"skipped"` // reason -> test names
+}
+
+// spool leaves this binary's skips in the run's spool and makes sure the
+// run has a reporter. It fails, and the caller prints the line itself,
+// where this binary is not run by the go command in package list mode,
+// or the spool cannot be used.
+func spool(pkg string, skips map[string][]string) error {
+	ppid := os.Getppid()
+	if err := goParent(ppid); err != nil {
+		return err
+	}
+	start, err := startTime(ppid)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("durable-lease-testrun-%d-%d", ppid, start))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := ours(dir); err != nil {
+		return err
+	}
+	b, err := json.Marshal(record{Pkg: pkg, Skipped: skips})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(os.Getpid())+".json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return werr
+	}
+	// The record is in place: a reporter that is alive, or one that a
+	// binary is starting now, will read it. If none is, start one.
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil // the reporter holds it
+		}
+		return err
+	}
+	if err := startReporter(dir, ppid, lock); err != nil {
+		// No reporter: say what the spool holds now, this binary's
+		// record among it, and leave the rest to later binaries.
+		if line := merge(dir, true); line != "" {
+			if out, oerr := goStdout(); oerr == nil {
+				fmt.Fprintln(out, line)
+				out.Close()
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// startReporter starts the run's reporter, handing it lock (held).
+func startReporter(dir string, ppid int, lock *os.File) error {
+	out, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", ppid), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	pidfd, err := unix.PidfdOpen(ppid, 0)
+	if err != nil {
+		return err
+	}
+	gofd := os.NewFile(uintptr(pidfd), "pidfd")
+	defer gofd.Close()
+	if os.Getppid() != ppid {
+		return errors.New("the go command is gone")
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), reportEnv+"="+dir, RaceEnv())
+	cmd.ExtraFiles = []*os.File{out, gofd, lock}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
+
+// reporter waits for the go command to exit, then appends the merged
+// line to its output and removes the spool.
+func reporter(dir string) int {
+	// An interrupt of the run (^C reaches the whole process group) ends
+	// the go command; the reporter still reports what ran, and cleans up.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE)
+	if ours(dir) != nil {
+		return 2
+	}
+	fds := []unix.PollFd{{Fd: fdGo, Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return 2
+		}
+	}
+	line := merge(dir, true)
+	os.RemoveAll(dir)
+	if line != "" {
+		out := os.NewFile(fdOut, "go stdout")
+		fmt.Fprintln(out, line)
+		out.Close()
+	}
+	return 0
+}
+
+// merge reads the spool's records, and when remove, removes them; it
+// returns their skips as one line, or "" for none.
+func merge(dir string, remove bool) string {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	all := map[string]map[string][]string{} // package -> reason -> tests
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if remove {
+			os.Remove(name)
+		}
+		var r record
+		if err != nil || json.Unmarshal(b, &r) != nil {
+			continue
+		}
+		if all[r.Pkg] == nil {
+			all[r.Pkg] = map[string][]string{}
+		}
+		for why, tests := range r.Skipped {
+			all[r.Pkg][why] = append(all[r.Pkg][why], tests...)
+		}
+	}
+	return mergedLine(all)
+}
+
+// mergedLine is the run's closing line: how many tests skipped, then for
+// each package its skipped tests grouped by reason.
+func mergedLine(all map[string]map[string][]string) string {
+	pkgs := make([]string, 0, len(all))
+	n := 0
+	for pkg, skips := range all {
+		pkgs = append(pkgs, pkg)
+		for _, tests := range skips {
+			n += len(tests)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	sort.Strings(pkgs)
+	parts := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		parts[i] = pkg + ": " + byReason(all[pkg])
+	}
+	return fmt.Sprintf("testrun: skipped %s in %s: %s", plural(n, "test"), plural(len(pkgs), "package"), strings.Join(parts, "; "))
+}
+
+// startTime is the start time of process pid, in clock ticks after boot:
+// with the PID, it names the process across PID reuse.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after its closing parenthesis. starttime is field 22; the state,
+	// field 3, comes first after it.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("unreadable /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, errors.New("unreadable /proc stat")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// ours checks that dir is a directory (not a link to one) of this user's
+// that no one else may enter: another local user could otherwise plant
+// records, or a link, in a spool they guessed the name of.
+func ours(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of this user's", dir)
+	}
+	return nil
+}

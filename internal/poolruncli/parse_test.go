@@ -25,6 +25,7 @@ func newGrammar() any { return new(cli) }
 // Every command line quick accepts, kong reads the same way: every flag,
 // and many near misses.
 func TestQuickParseIsKongParse(t *testing.T) {
+	t.Parallel()
 	samples := cliparse.Samples(new(cli))
 	if len(samples) != 2 {
 		t.Fatalf("quick does not read pool-run's grammar: %q", samples)
@@ -60,6 +61,7 @@ func FuzzQuickParse(f *testing.F) {
 // the command's, --version and --help included, and the quick parser and
 // kong read it the same way.
 func TestFlagsEndAtTheCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args, command string
 	}{

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	// pool-run and its guardian are this test binary; testrun starts them
 	// without the race detector's second of sleep at exit.
-	testrun.Main(m, testrun.Parallel(8))
+	testrun.Main(m, testrun.Parallel(12))
 }
 
 // rig is one test's store and working directory.
@@ -168,6 +168,7 @@ func waitExit(t *testing.T, done chan int, within time.Duration) int {
 }
 
 func TestLossByALapsedTTL(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	// A 600 ms TTL; pool-run is then paused for longer than that, as a
 	// suspended laptop or a stalled VM would be.
@@ -189,6 +190,7 @@ func TestLossByALapsedTTL(t *testing.T) {
 }
 
 func TestSignalsReleaseAndExit(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			r := newRig(t)
@@ -235,6 +237,7 @@ func (r *rig) onePool() (string, *pool.Pool, *pool.Grant) {
 }
 
 func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	file, p, _ := r.onePool()
 	c := r.cmd("--pool", file, "--", "sh", "-c", "echo ran > ran.txt")
@@ -266,6 +269,7 @@ func TestSignalWhileQueuedLeavesNothing(t *testing.T) {
 }
 
 func TestSummaryJSON(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	gate := filepath.Join(r.dir, "gate.yaml")
 	if err := os.WriteFile(gate, []byte("kind: b\nphases:\n  - name: one\n    run: echo one\n  - name: two\n    run: exit 4\n  - name: three\n    run: echo three\n"), 0o644); err != nil {

@@ -82,6 +82,7 @@ func (term *terminal) modes(t *testing.T) *unix.Termios {
 // keys typed reach it, every line of its output arrives, and the terminal
 // is left in the modes it had.
 func TestPtyMode(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	term := newTerminal(t, 33, 101)
 	before := term.modes(t)
@@ -147,6 +148,7 @@ i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done; printf 'END-NO-NE
 // output on a terminal, stdin not. The command runs on the streams as
 // they are (no pseudo-terminal of its own) and still sees its stdin.
 func TestStdoutTerminalStdinNot(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	term := newTerminal(t, 24, 80)
 	c := r.cmd("--kind", "b", "--", "sh", "-c", `test -t 1 && echo OUT-TTY; test -t 0 || echo STDIN-NOT-TTY; cat`)

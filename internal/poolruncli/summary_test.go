@@ -14,6 +14,7 @@ import (
 // error and an internal failure are those every CLI of the project
 // exits with, which runner cannot import.
 func TestExitStatusesAreTheCLIs(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name          string
 		runner, jsout int
@@ -32,6 +33,7 @@ func TestExitStatusesAreTheCLIs(t *testing.T) {
 // code and status of the pool's or store's error, as the pool CLI would;
 // every other result is left as runner decided it.
 func TestClassifyNamesTheRefusal(t *testing.T) {
+	t.Parallel()
 	notAcquired := func(err error) *runner.Result {
 		return &runner.Result{Exit: runner.ExitRefused, Code: runner.CodeNotAcquired, Err: &runner.AcquireError{Err: err}}
 	}

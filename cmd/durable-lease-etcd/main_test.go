@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,44 +16,14 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 )
 
-func TestMain(m *testing.M) {
-	code := testrun.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string // the executables, once built
-	buildErr  error
-)
+func TestMain(m *testing.M) { testrun.Main(m) }
 
 // installed returns the directory of the executables the tests run, all
-// of them, built once per test binary as the README installs them.
+// of them, built as the README installs them, once for the whole go test
+// run (see testrun.Commands).
 func installed(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dl-etcd-cli-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		args := []string{"build", "-o", dir + string(os.PathSeparator)}
-		for _, c := range []string{"lease", "pool", "pool-run", "durable-lease-etcd"} {
-			args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
-		}
-		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		binDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return testrun.Commands(t, "")
 }
 
 type result struct {

@@ -18,50 +18,17 @@ import (
 	"github.com/durable-lease/durable-lease/internal/testrun"
 )
 
-func TestMain(m *testing.M) {
-	code := testrun.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testrun.Main(m) }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// installed returns the directory of the executables, built once per
-// test binary as the README installs them.
+// installed returns the directory of the executables, built as the README
+// installs them, once for the whole go test run (see testrun.Commands).
 func installed(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		testrun.Skip(t, "-short (builds the CLIs)")
 	}
 	gittest.NeedGit(t)
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dl-git-cli-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		args := []string{"build", "-o", dir + string(os.PathSeparator)}
-		for _, c := range []string{"lease", "pool", "pool-run", "durable-lease-git"} {
-			args = append(args, "github.com/durable-lease/durable-lease/cmd/"+c)
-		}
-		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		binDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return testrun.Commands(t, "")
 }
 
 type result struct {

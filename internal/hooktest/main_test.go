@@ -38,16 +38,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	moduleRoot, hooksDir = root, filepath.Join(root, "examples", "hooks")
-	dir, err := os.MkdirTemp("", "hooktest-bin-")
+	// Built as the README installs them, once for the whole go test run.
+	dir, err := testrun.BuildCommands("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hooktest:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "hooktest: go build ./cmd/...: %v\n%s", err, out)
 		return 1
 	}
 	for _, name := range []string{"lease", "pool", "pool-run"} {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,40 +33,15 @@ func requireTmux(t *testing.T) string {
 	return path
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// clis builds pool, durable-lease-top and durable-lease-etcd once, as
-// the README installs them, into a directory removed when the tests end.
+// clis returns the directory of the commands (pool, durable-lease-top
+// and durable-lease-etcd among them), built as the README installs them,
+// once for the whole go test run (see testrun.Commands).
 func clis(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "pooltop-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/pool", "../../cmd/durable-lease-top", "../../cmd/durable-lease-etcd")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return testrun.Commands(t, "")
 }
 
-func TestMain(m *testing.M) {
-	code := testrun.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testrun.Main(m) }
 
 // cleanEnv is this process's environment without the variables that
 // would change what the CLIs do.

@@ -19,44 +19,15 @@ const (
 	suiteStamp = "2001-09-09T01:46:40.000Z"
 )
 
-// built caches the directories build made, by tags.
-var built = map[string]string{}
-
-// build compiles the lease and pool commands into a new directory, with
-// the given build tags ("" for a release build), once per test binary.
+// build returns a directory of the commands built with the given build
+// tags ("" for a release build), once for the whole go test run (see
+// testrun.Commands).
 func build(t *testing.T, tags string) string {
 	t.Helper()
-	if dir, ok := built[tags]; ok {
-		return dir
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		testrun.Missing(t, "no go tool on PATH to build the commands: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "dl-testclock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if tags != "" {
-		args = append(args, "-tags", tags)
-	}
-	cmd := exec.Command(goTool, append(args, "../../cmd/lease", "../../cmd/pool")...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	built[tags] = dir
-	return dir
+	return testrun.Commands(t, tags)
 }
 
-func TestMain(m *testing.M) {
-	code := testrun.Run(m)
-	for _, dir := range built {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testrun.Main(m) }
 
 // run runs bin with args and extra environment, and returns its stdout
 // and exit status.

@@ -29,6 +29,9 @@ import (
 // of the go command. When the go command exits, the reporter merges the
 // records into one line, appends it to that output and removes the spool.
 //
+// The run's directory also holds the commands [Commands] built for the
+// run's packages; the reporter removes it all.
+//
 // A pipe (go test ./... | tail, or CI's log) gets the line last, since
 // its reader waits for the reporter to close it. At a terminal the line
 // is written as the go command exits, beside the shell's next prompt.
@@ -55,24 +58,43 @@ type record struct {
 	Skipped map[string][]string `json:"skipped"` // reason -> test names
 }
 
-// spool leaves this binary's skips in the run's spool and makes sure the
-// run has a reporter. It fails, and the caller prints the line itself,
-// where this binary is not run by the go command in package list mode,
-// or the spool cannot be used.
-func spool(pkg string, skips map[string][]string) error {
+// runDir is the directory of the go command's run that started this
+// binary, in TMPDIR, made if need be: private to this user, named after
+// the go command's PID and start time. It fails where the parent is not
+// the go command.
+func runDir() (string, error) {
 	ppid := os.Getppid()
-	if err := goParent(ppid); err != nil {
-		return err
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ppid))
+	if err != nil {
+		return "", err
+	}
+	if base := filepath.Base(exe); base != "go" && !strings.HasPrefix(base, "go1") {
+		return "", errors.New("not run by the go command")
 	}
 	start, err := startTime(ppid)
 	if err != nil {
-		return err
+		return "", err
 	}
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("durable-lease-testrun-%d-%d", ppid, start))
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+		return "", err
 	}
 	if err := ours(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// spool leaves this binary's skips in the run's directory and makes sure
+// the run has a reporter. It fails, and the caller prints the line itself,
+// where this binary is not run by the go command in package list mode,
+// or the spool cannot be used.
+func spool(pkg string, skips map[string][]string) error {
+	if err := goParent(os.Getppid()); err != nil {
+		return err
+	}
+	dir, err := runDir()
+	if err != nil {
 		return err
 	}
 	b, err := json.Marshal(record{Pkg: pkg, Skipped: skips})
@@ -92,6 +114,22 @@ func spool(pkg string, skips map[string][]string) error {
 	}
 	// The record is in place: a reporter that is alive, or one that a
 	// binary is starting now, will read it. If none is, start one.
+	if err := ensureReporter(dir); err != nil {
+		// No reporter: say what the spool holds now, this binary's
+		// record among it, and leave the rest to later binaries.
+		if line := merge(dir, true); line != "" {
+			if out, oerr := goStdout(); oerr == nil {
+				fmt.Fprintln(out, line)
+				out.Close()
+			}
+		}
+	}
+	return nil
+}
+
+// ensureReporter starts the reporter of the run whose directory is dir,
+// unless one is alive (it holds the directory's lock).
+func ensureReporter(dir string) error {
 	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
@@ -103,25 +141,17 @@ func spool(pkg string, skips map[string][]string) error {
 		}
 		return err
 	}
-	if err := startReporter(dir, ppid, lock); err != nil {
-		// No reporter: say what the spool holds now, this binary's
-		// record among it, and leave the rest to later binaries.
-		if line := merge(dir, true); line != "" {
-			if out, oerr := goStdout(); oerr == nil {
-				fmt.Fprintln(out, line)
-				out.Close()
-			}
-		}
-		return nil
-	}
-	return nil
+	return startReporter(dir, os.Getppid(), lock)
 }
 
 // startReporter starts the run's reporter, handing it lock (held).
 func startReporter(dir string, ppid int, lock *os.File) error {
 	out, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", ppid), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return err
+		// A socket, say: the reporter can still remove the directory.
+		if out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+			return err
+		}
 	}
 	defer out.Close()
 	pidfd, err := unix.PidfdOpen(ppid, 0)
@@ -251,4 +281,58 @@ func ours(dir string) error {
 		return fmt.Errorf("%s is not a private directory of this user's", dir)
 	}
 	return nil
+}
+
+// sharedCommands returns the run's build of the commands with tags,
+// building it if no package has yet: under the run directory's lock for
+// those tags, into a directory renamed into place once complete.
+func sharedCommands(tags string) (string, error) {
+	dir, err := runDir()
+	if err != nil {
+		return "", err
+	}
+	// The reporter removes the run's directory once the go command exits.
+	if err := ensureReporter(dir); err != nil {
+		return "", err
+	}
+	name := "bin"
+	if tags != "" {
+		name += "-" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, tags)
+	}
+	bin := filepath.Join(dir, name)
+	lock, err := os.OpenFile(bin+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	for {
+		err := unix.Flock(int(lock.Fd()), unix.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return "", err
+		}
+	}
+	if fi, err := os.Lstat(bin); err == nil && fi.IsDir() {
+		return bin, nil
+	}
+	tmp := bin + ".building"
+	os.RemoveAll(tmp)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return "", err
+	}
+	if err := build(tmp, tags); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
+	}
+	return bin, nil
 }

@@ -55,6 +55,7 @@ func Run(m M, opts ...Option) int {
 	if line := Summary(); line != "" {
 		report(line, code == 0)
 	}
+	removeOwnCommands()
 	return code
 }
 

@@ -151,3 +151,42 @@ func TestOneLineEndsTheRun(t *testing.T) {
 		t.Errorf("the spool is left behind: %q", left)
 	}
 }
+
+// TestCommandsBuiltOncePerRun: the packages of one go test run share one
+// build of the commands, which is gone once the run has ended.
+func TestCommandsBuiltOncePerRun(t *testing.T) {
+	if os.Getenv("TESTRUN_CHILD") != "" {
+		t.Skip("the child's own run")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the run directory is Linux's")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		Missing(t, "the go command is not on PATH")
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(goTool, "test", "-count=1", "-v", "./testdata/commands/...")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go test: %v\n%s", err, out)
+	}
+	dirs := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if _, dir, ok := strings.Cut(l, "commands in "); ok {
+			dirs[dir] = true
+		}
+	}
+	if len(dirs) != 1 {
+		t.Fatalf("the two packages used %d builds, want one:\n%s", len(dirs), out)
+	}
+	for dir := range dirs {
+		if !strings.HasPrefix(dir, filepath.Join(tmp, "durable-lease-testrun-")) {
+			t.Errorf("the build %s is not in the run's directory", dir)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the build %s is left behind: %v", dir, err)
+		}
+	}
+}

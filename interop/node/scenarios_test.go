@@ -37,23 +37,17 @@ var nodeLib, notHere, missing, broken string
 func TestMain(m *testing.M) {
 	findNodeTool()
 	if nodeLib != "" {
-		dir, err := os.MkdirTemp("", "dl-scenarios-")
+		// Our binaries, as the README installs them, built once for the
+		// whole go test run.
+		dir, err := testrun.BuildCommands("")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../cmd/lease", "../../cmd/pool")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building our binaries: %v\n%s", err, out)
+			fmt.Fprintf(os.Stderr, "building our binaries: %v\n", err)
 			os.Exit(1)
 		}
 		bins = dir
 		// The scenarios wait on leases' expiry far more than they
 		// compute: more of them at once than there are cores.
-		code := testrun.Run(m, testrun.Parallel(8))
-		os.RemoveAll(dir)
-		os.Exit(code)
+		os.Exit(testrun.Run(m, testrun.Parallel(8)))
 	}
 	testrun.Main(m)
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,9 +38,9 @@ const backendEnv = "DL_TEST_BACKEND"
 // the hook managers, and test nothing of the store).
 var scripts = []string{"lease_*.txtar", "pool_*.txtar", "poolrun_*.txtar"}
 
-// installed are the executables the scripts run, built as they are
-// installed; pool top's durable-lease-top is not among them: no script
-// has a terminal for it.
+// installed are the executables the scripts run; pool top's
+// durable-lease-top is not among them (no script has a terminal for it),
+// though it is built with them.
 var installed = []string{"lease", "pool", "pool-run", "durable-lease-etcd"}
 
 // TestScripts runs the scripts on one etcd, each script on a prefix of its
@@ -84,29 +83,19 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, p)
 }
 
-// install builds the installed executables into a directory of t's and
-// returns it. They are built as the README installs them (CGO_ENABLED=0)
-// and without the race detector, even under go test -race: with it every
-// CLI call costs about half a second (the etcd client's start-up, twice
-// instrumented by a hand-off), and the suite some minutes.
+// install returns the directory of the installed executables, built as
+// the README installs them (CGO_ENABLED=0) once for the whole go test
+// run, and without the race detector even under go test -race: with it
+// every CLI call costs about half a second (the etcd client's start-up,
+// twice instrumented by a hand-off), and the suite some minutes.
 func install(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("building the CLIs the scripts run: %v", err)
-	}
-	bin := t.TempDir()
-	args := []string{"build", "-o", bin + string(filepath.Separator)}
+	bin := testrun.Commands(t, "")
 	for _, name := range installed {
-		args = append(args, "github.com/durable-lease/durable-lease/cmd/"+name)
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			t.Fatalf("the build of ./cmd/... made no %s: %v", name, err)
+		}
 	}
-	cmd := exec.Command(goTool, args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("built %s in %v", strings.Join(installed, ", "), time.Since(start).Round(time.Millisecond))
 	return bin
 }
 

@@ -357,7 +357,10 @@ func TestAcquireWaitTimeout(t *testing.T) {
 	t.Parallel()
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	tp.mustAcquire(t, "holder")
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	// The deadline runs from before the request is queued, WaitedMs from
+	// after: 600 ms leaves the queueing half a second on a loaded host
+	// (with 150 ms, one took more than 50 ms in CI).
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	var positions []pool.Position
 	var mu sync.Mutex

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,8 +34,12 @@ import (
 // run's packages; the reporter removes it all.
 //
 // A pipe (go test ./... | tail, or CI's log) gets the line last, since
-// its reader waits for the reporter to close it. At a terminal the line
-// is written as the go command exits, beside the shell's next prompt.
+// its reader waits for the reporter to close it. A terminal has no such
+// order: the shell prints its prompt once the go command exits, so the
+// reporter writes a little before, once the go command has had no child
+// for a moment (see reporter). That comes before the prompt in a run of
+// many packages, when the go command takes a while to clean up; after a
+// run of a few, it may come just after.
 
 // reportEnv, in the reporter's environment, is the spool it reports.
 const reportEnv = "DL_TESTRUN_REPORT"
@@ -181,24 +186,99 @@ func reporter(dir string) int {
 	if ours(dir) != nil {
 		return 2
 	}
-	fds := []unix.PollFd{{Fd: fdGo, Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return 2
+	out := os.NewFile(fdOut, "go stdout")
+	defer out.Close()
+	// At a terminal the shell prints its prompt as soon as the go command
+	// exits, so the line goes out a little before: once the go command
+	// has had no child process (no test binary, compiler or linker) for
+	// idleBeforeExit, its last "ok" line is out and it is on its way out.
+	// Should the go command start another child after all, the line is
+	// written again at its exit if it changed, so nothing is lost.
+	early := ""
+	if _, err := unix.IoctlGetTermios(fdOut, unix.TCGETS); err == nil {
+		if pid, err := pidOf(fdGo); err == nil {
+			if !waitGo(idleBeforeExit, func() bool { return hasChildren(pid) }) {
+				early = merge(dir, false)
+				if early != "" {
+					fmt.Fprintln(out, early)
+				}
+			}
 		}
 	}
-	line := merge(dir, true)
-	os.RemoveAll(dir)
-	if line != "" {
-		out := os.NewFile(fdOut, "go stdout")
+	if !waitGo(0, nil) {
+		return 2
+	}
+	// The line first, then the cleaning up: at a terminal every
+	// microsecond counts against the prompt.
+	if line := merge(dir, false); line != "" && line != early {
 		fmt.Fprintln(out, line)
-		out.Close()
 	}
+	os.RemoveAll(dir)
 	return 0
+}
+
+// idleBeforeExit is how long the go command must have had no child
+// before a reporter at a terminal takes it for finished.
+const idleBeforeExit = 30 * time.Millisecond
+
+// waitGo waits for the go command (the pidfd fdGo) to exit and reports
+// whether it did; with busy, it returns false instead once busy has said
+// false for idle, checking every idle/3.
+func waitGo(idle time.Duration, busy func() bool) bool {
+	fds := []unix.PollFd{{Fd: fdGo, Events: unix.POLLIN}}
+	timeout := -1
+	if busy != nil {
+		timeout = int((idle / 3).Milliseconds())
+	}
+	quiet := time.Duration(0)
+	for {
+		n, err := unix.Poll(fds, timeout)
+		switch {
+		case err != nil && !errors.Is(err, unix.EINTR):
+			return false
+		case n > 0:
+			return true
+		case busy == nil || err != nil:
+			continue
+		}
+		if busy() {
+			quiet = 0
+			continue
+		}
+		if quiet += idle / 3; quiet >= idle {
+			return false
+		}
+	}
+}
+
+// pidOf is the PID a pidfd refers to, from its fdinfo.
+func pidOf(pidfd int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no Pid in the pidfd's fdinfo")
+}
+
+// hasChildren reports whether process pid has a child, in any of its
+// threads; unreadable counts as yes.
+func hasChildren(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil || len(strings.TrimSpace(string(b))) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // merge reads the spool's records, and when remove, removes them; it

@@ -1,9 +1,11 @@
 package testrun
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -80,7 +82,7 @@ func runDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("durable-lease-testrun-%d-%d", ppid, start))
+	dir := runDirName(ppid, start)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
@@ -88,6 +90,12 @@ func runDir() (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// runDirName is the run directory of the go command pid, started at
+// start.
+func runDirName(pid int, start uint64) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("durable-lease-testrun-%d-%d", pid, start))
 }
 
 // spool leaves this binary's skips in the run's directory and makes sure
@@ -120,8 +128,9 @@ func spool(pkg string, skips map[string][]string) error {
 	// The record is in place: a reporter that is alive, or one that a
 	// binary is starting now, will read it. If none is, start one.
 	if err := ensureReporter(dir); err != nil {
-		// No reporter: say what the spool holds now, this binary's
-		// record among it, and leave the rest to later binaries.
+		// No reporter (no pidfds here, say): say what the spool holds
+		// now, this binary's record among it, and leave the rest to
+		// later binaries.
 		if line := merge(dir, true); line != "" {
 			if out, oerr := goStdout(); oerr == nil {
 				fmt.Fprintln(out, line)
@@ -151,9 +160,19 @@ func ensureReporter(dir string) error {
 
 // startReporter starts the run's reporter, handing it lock (held).
 func startReporter(dir string, ppid int, lock *os.File) error {
+	// A terminal or a pipe. Not a regular file: the shell that redirected
+	// the go command shares one offset with it, and its next command
+	// would write over a line appended after the go command's exit. Not
+	// a socket either (it cannot be opened anew). Then the reporter only
+	// removes the directory.
 	out, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", ppid), os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		if fi, serr := out.Stat(); serr != nil || fi.Mode().IsRegular() {
+			out.Close()
+			err = errors.New("a regular file")
+		}
+	}
 	if err != nil {
-		// A socket, say: the reporter can still remove the directory.
 		if out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 			return err
 		}
@@ -168,9 +187,17 @@ func startReporter(dir string, ppid int, lock *os.File) error {
 	if os.Getppid() != ppid {
 		return errors.New("the go command is gone")
 	}
-	cmd := exec.Command(os.Args[0])
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), reportEnv+"="+dir, RaceEnv())
 	cmd.ExtraFiles = []*os.File{out, gofd, lock}
+	// A session of its own: a signal to the run's process group (^C, an
+	// IDE's stop, a CI job cancelled) ends the go command, not the
+	// reporter, which then still reports and removes the directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -183,7 +210,13 @@ func reporter(dir string) int {
 	// An interrupt of the run (^C reaches the whole process group) ends
 	// the go command; the reporter still reports what ran, and cleans up.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE)
-	if ours(dir) != nil {
+	// Only a run directory of this user's: a DL_TESTRUN_REPORT set by
+	// mistake removes nothing. (The go command may be gone already, and
+	// its /proc entry with it: the name is checked, not the process.)
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscanf(filepath.Base(dir), "durable-lease-testrun-%d-%d", &pid, &start); err != nil ||
+		dir != runDirName(pid, start) || ours(dir) != nil {
 		return 2
 	}
 	out := os.NewFile(fdOut, "go stdout")
@@ -195,13 +228,11 @@ func reporter(dir string) int {
 	// Should the go command start another child after all, the line is
 	// written again at its exit if it changed, so nothing is lost.
 	early := ""
-	if _, err := unix.IoctlGetTermios(fdOut, unix.TCGETS); err == nil {
-		if pid, err := pidOf(fdGo); err == nil {
-			if !waitGo(idleBeforeExit, func() bool { return hasChildren(pid) }) {
-				early = merge(dir, false)
-				if early != "" {
-					fmt.Fprintln(out, early)
-				}
+	if _, err := unix.IoctlGetTermios(fdOut, unix.TCGETS); err == nil && pidIs(fdGo, pid) {
+		if !waitGo(idleBeforeExit, func() bool { return hasChildren(pid) }) {
+			early = merge(dir, false)
+			if early != "" {
+				fmt.Fprintln(out, early)
 			}
 		}
 	}
@@ -237,7 +268,9 @@ func waitGo(idle time.Duration, busy func() bool) bool {
 		case err != nil && !errors.Is(err, unix.EINTR):
 			return false
 		case n > 0:
-			return true
+			// POLLIN: the go command exited; POLLNVAL or POLLERR: fdGo
+			// is no pidfd, and nothing is known.
+			return fds[0].Revents&unix.POLLIN != 0
 		case busy == nil || err != nil:
 			continue
 		}
@@ -251,18 +284,20 @@ func waitGo(idle time.Duration, busy func() bool) bool {
 	}
 }
 
-// pidOf is the PID a pidfd refers to, from its fdinfo.
-func pidOf(pidfd int) (int, error) {
+// pidIs reports whether pidfd refers to the live process pid, by its
+// fdinfo (which says -1 once the process is gone).
+func pidIs(pidfd, pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
 	if err != nil {
-		return 0, err
+		return false
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && n == pid
 		}
 	}
-	return 0, errors.New("no Pid in the pidfd's fdinfo")
+	return false
 }
 
 // hasChildren reports whether process pid has a child, in any of its
@@ -287,7 +322,7 @@ func merge(dir string, remove bool) string {
 	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	all := map[string]map[string][]string{} // package -> reason -> tests
 	for _, name := range names {
-		b, err := os.ReadFile(name)
+		b, err := readRecord(name)
 		if remove {
 			os.Remove(name)
 		}
@@ -303,6 +338,20 @@ func merge(dir string, remove bool) string {
 		}
 	}
 	return mergedLine(all)
+}
+
+// readRecord reads the regular file name, not following a link and not
+// waiting on a FIFO planted in its place.
+func readRecord(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
+		return nil, errors.New("not a record")
+	}
+	return io.ReadAll(f)
 }
 
 // mergedLine is the run's closing line: how many tests skipped, then for
@@ -377,12 +426,7 @@ func sharedCommands(tags string) (string, error) {
 	}
 	name := "bin"
 	if tags != "" {
-		name += "-" + strings.Map(func(r rune) rune {
-			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-				return r
-			}
-			return '_'
-		}, tags)
+		name += fmt.Sprintf("-%x", sha256.Sum256([]byte(tags)))[:16]
 	}
 	bin := filepath.Join(dir, name)
 	lock, err := os.OpenFile(bin+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -402,6 +446,11 @@ func sharedCommands(tags string) (string, error) {
 	if fi, err := os.Lstat(bin); err == nil && fi.IsDir() {
 		return bin, nil
 	}
+	// A build that failed fails every package the same way: the first
+	// says why, the others repeat it rather than the build.
+	if b, err := readRecord(bin + ".failed"); err == nil {
+		return "", &buildError{errors.New(string(b))}
+	}
 	tmp := bin + ".building"
 	os.RemoveAll(tmp)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
@@ -409,6 +458,7 @@ func sharedCommands(tags string) (string, error) {
 	}
 	if err := build(tmp, tags); err != nil {
 		os.RemoveAll(tmp)
+		os.WriteFile(bin+".failed", []byte(err.Error()), 0o600)
 		return "", err
 	}
 	if err := os.Rename(tmp, bin); err != nil {

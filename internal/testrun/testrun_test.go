@@ -130,7 +130,7 @@ func TestOneLineEndsTheRun(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	cmd := exec.Command(goTool, "test", "-count=1", "./testdata/skips/...")
-	cmd.Env = append(os.Environ(), "CI=", "TMPDIR="+tmp)
+	cmd.Env = append(os.Environ(), "CI=", "TMPDIR="+tmp, "GOFLAGS=")
 	out, err := cmd.Output() // a pipe, which the reporter holds until it has written
 	if err != nil {
 		t.Fatalf("go test: %v\n%s", err, out)
@@ -167,7 +167,7 @@ func TestCommandsBuiltOncePerRun(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	cmd := exec.Command(goTool, "test", "-count=1", "-v", "./testdata/commands/...")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GOFLAGS=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go test: %v\n%s", err, out)

@@ -157,17 +157,15 @@ func packageDir() string {
 	if err != nil {
 		return "?"
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			if rel, err := filepath.Rel(dir, wd); err == nil {
-				return "./" + filepath.ToSlash(rel)
-			}
-			return wd
-		}
-		if filepath.Dir(dir) == dir {
-			return wd
-		}
+	root, err := moduleRoot()
+	if err != nil {
+		return wd
 	}
+	rel, err := filepath.Rel(root, wd)
+	if err != nil {
+		return wd
+	}
+	return "./" + filepath.ToSlash(rel)
 }
 
 // report prints line on stdout, where go test -v, go test -json, a run in

@@ -6,7 +6,9 @@
 // the last "ok" line (see spool_linux.go). Tests skip through
 // [Skip] (an opt-in profile, a mode of the run) or [Missing] (a program or
 // service this machine lacks: a skip on a developer's machine, a failure
-// under CI=true, where .ci/run provides everything).
+// under CI=true, where .ci/run provides everything). [Commands] gives
+// the tests that run the installed binaries one build of ./cmd/... for
+// the whole go test run.
 //
 // It is for tests only: _test.go files and test harness packages such as
 // internal/clitest import it.

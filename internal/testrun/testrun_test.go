@@ -118,23 +118,7 @@ func TestRaceEnv(t *testing.T) {
 // with one line for them all, after every "ok" line, in a pipe; the
 // packages' own lines stay out of it, and the spool is gone.
 func TestOneLineEndsTheRun(t *testing.T) {
-	if os.Getenv("TESTRUN_CHILD") != "" {
-		t.Skip("the child's own run")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the spool is Linux's")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		Missing(t, "the go command is not on PATH")
-	}
-	tmp := t.TempDir()
-	cmd := exec.Command(goTool, "test", "-count=1", "./testdata/skips/...")
-	cmd.Env = append(os.Environ(), "CI=", "TMPDIR="+tmp, "GOFLAGS=")
-	out, err := cmd.Output() // a pipe, which the reporter holds until it has written
-	if err != nil {
-		t.Fatalf("go test: %v\n%s", err, out)
-	}
+	out, tmp := goTestFixtures(t, "./testdata/skips/...")
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	want := "testrun: skipped 4 tests in 2 packages: " +
 		"./internal/testrun/testdata/skips/a: TestMissinga (no frobnicator here); TestSkipsa (the fixture's reason in a); " +
@@ -155,23 +139,7 @@ func TestOneLineEndsTheRun(t *testing.T) {
 // TestCommandsBuiltOncePerRun: the packages of one go test run share one
 // build of the commands, which is gone once the run has ended.
 func TestCommandsBuiltOncePerRun(t *testing.T) {
-	if os.Getenv("TESTRUN_CHILD") != "" {
-		t.Skip("the child's own run")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the run directory is Linux's")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		Missing(t, "the go command is not on PATH")
-	}
-	tmp := t.TempDir()
-	cmd := exec.Command(goTool, "test", "-count=1", "-v", "./testdata/commands/...")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GOFLAGS=")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go test: %v\n%s", err, out)
-	}
+	out, tmp := goTestFixtures(t, "-v", "./testdata/commands/...")
 	dirs := map[string]bool{}
 	for _, l := range strings.Split(string(out), "\n") {
 		if _, dir, ok := strings.Cut(l, "commands in "); ok {
@@ -189,4 +157,29 @@ func TestCommandsBuiltOncePerRun(t *testing.T) {
 			t.Errorf("the build %s is left behind: %v", dir, err)
 		}
 	}
+}
+
+// goTestFixtures runs go test -count=1 args (fixture packages under
+// testdata) with a TMPDIR of its own, returned with the output, read
+// through a pipe (which the reporter holds until it has written).
+func goTestFixtures(t *testing.T, args ...string) (out []byte, tmp string) {
+	t.Helper()
+	if os.Getenv("TESTRUN_CHILD") != "" {
+		t.Skip("the child's own run")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the run directory is Linux's")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		Missing(t, "the go command is not on PATH")
+	}
+	tmp = t.TempDir()
+	cmd := exec.Command(goTool, append([]string{"test", "-count=1"}, args...)...)
+	cmd.Env = append(os.Environ(), "CI=", "TMPDIR="+tmp, "GOFLAGS=")
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("go test: %v\n%s", err, out)
+	}
+	return out, tmp
 }

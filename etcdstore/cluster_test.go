@@ -87,3 +87,47 @@ func sinceOrZero(t time.Time) time.Duration {
 	}
 	return time.Since(t).Round(time.Millisecond)
 }
+
+// TestRenewalPastAHungMember: one of the three endpoints a holder's
+// client knows stops answering (a member hung, or cut off: its connection
+// stays open and silent). The client's balancer sends every third request
+// there, so every renewal (four requests) meets it; each must still land
+// within the lease's time left, by
+// giving the hung endpoint one short attempt and sending the request again
+// to another, not by waiting out the whole request bound (5 s, longer
+// than the lease).
+func TestRenewalPastAHungMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member cluster")
+	}
+	t.Parallel()
+	c := etcdtest.StartCluster(t, 3)
+	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
+	ctx := context.Background()
+	url := "etcd://" + p.Endpoint() + "," + c.Members[1].Endpoint + "," + c.Members[2].Endpoint + "/" + testPrefix(t)
+	holder, err := etcdstore.Open(ctx, url, etcdstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	const ttl = 3.0 / 60
+	rec, err := acquire(ctx, holder, "baton", "holder", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	slowest := time.Duration(0)
+	for i := range 5 {
+		start := time.Now()
+		got, err := renew(ctx, holder, "baton", rec.Token)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("renewal %d with one endpoint hung: %v (after %s)", i, err, took.Round(time.Millisecond))
+		}
+		if got.Fence != rec.Fence || !got.Seen.Live {
+			t.Fatalf("renewal %d: fence %d live %v; want %d, live", i, got.Fence, got.Seen.Live, rec.Fence)
+		}
+		slowest = max(slowest, took)
+	}
+	t.Logf("5 renewals past a hung endpoint, slowest %s", slowest.Round(time.Millisecond))
+}

@@ -96,7 +96,7 @@ func (b *Backend) load(ctx context.Context, kind string) (*state, error) {
 // fetch reads kind's keys, one linearizable read.
 func (b *Backend) fetch(ctx context.Context, kind string) (*state, error) {
 	var resp *clientv3.GetResponse
-	err := b.request(ctx, "read "+kind, func(ctx context.Context) (err error) {
+	err := b.retrying(ctx, "read "+kind, time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = b.cli.Get(ctx, b.kindPrefix(kind), clientv3.WithPrefix())
 		return err
 	})
@@ -151,7 +151,7 @@ func (b *Backend) judge(ctx context.Context, kind string, st *state) error {
 // lease id, or -1 when it has lapsed or is gone.
 func (b *Backend) timeToLive(ctx context.Context, kind string, id clientv3.LeaseID) (int64, error) {
 	var ttl int64
-	err := b.request(ctx, "read "+kind+": lease time to live", func(ctx context.Context) error {
+	err := b.retrying(ctx, "read "+kind+": lease time to live", time.Time{}, func(ctx context.Context) error {
 		resp, err := b.cli.TimeToLive(ctx, id)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -183,7 +183,7 @@ func (b *Backend) Read(ctx context.Context, kind string) (*lease.Record, error) 
 func (b *Backend) Names(ctx context.Context) ([]string, error) {
 	var resp *clientv3.GetResponse
 	dir := b.loc.Prefix + leasesDir
-	err := b.request(ctx, "list", func(ctx context.Context) (err error) {
+	err := b.retrying(ctx, "list", time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = b.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		return err
 	})

@@ -298,6 +298,79 @@ func (b *Backend) request(ctx context.Context, what string, f func(ctx context.C
 	return fmt.Errorf("etcdstore: %s: %w", what, err)
 }
 
+// retrying runs an idempotent request (a read, a keep-alive) like
+// [Backend.request], within the same overall bound, but gives each
+// attempt only part of the time: an attempt that is not answered soon is
+// given up and sent again, which the client's balancer sends to the next
+// endpoint. One member that stopped answering (killed while the request
+// was on its way, hung, forwarding to a leader that is gone) thus costs
+// an attempt, not the whole bound: a renewal must land before the lease
+// lapses, and a lease may be shorter than [Options.RequestTimeout].
+//
+// expires is when the caller's lease lapses as last confirmed (zero when
+// there is none): each attempt gets a third of the time left to it or to
+// ctx's deadline, at least minAttempt and at most a fifth of the overall
+// bound.
+func (b *Backend) retrying(ctx context.Context, what string, expires time.Time, f func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
+	var err error
+	for {
+		if dl, ok := ctx.Deadline(); ok && (expires.IsZero() || dl.Before(expires)) {
+			expires = dl
+		}
+		actx, acancel := context.WithTimeout(rctx, b.attemptTimeout(expires))
+		err = f(actx)
+		timedOut := actx.Err() != nil
+		acancel()
+		if err == nil || rctx.Err() != nil || !(timedOut || retryable(err)) {
+			break
+		}
+		if !timedOut && !sleepCtx(rctx, retryPause) {
+			break // refused at once (no leader yet, a connection refused): pause
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
+	case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || retryable(err):
+		return fmt.Errorf("%w: %s: %s: no answer within %s: %v", ErrUnreachable, b.loc, what, b.opts.RequestTimeout, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w", what, err)
+}
+
+// Bounds of one attempt of [Backend.retrying], and the pause after an
+// attempt refused at once.
+const (
+	minAttempt = 250 * time.Millisecond
+	retryPause = 20 * time.Millisecond
+)
+
+func (b *Backend) attemptTimeout(expires time.Time) time.Duration {
+	d := b.opts.RequestTimeout / 5
+	if !expires.IsZero() {
+		d = min(d, time.Until(expires)/3)
+	}
+	return max(d, minAttempt)
+}
+
+// retryable says whether err is the cluster's "not now": no endpoint
+// reachable, no leader, a leader change or a timeout inside the cluster.
+// Such a request may be sent again at once to another member.
+func retryable(err error) bool {
+	if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
+		return true
+	}
+	switch rpctypes.Error(err) {
+	case rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost:
+		return true
+	}
+	return false
+}
+
 // String names the store: its URL.
 func (b *Backend) String() string { return b.loc.String() }
 

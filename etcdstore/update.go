@@ -150,7 +150,7 @@ func (b *Backend) acquire(ctx context.Context, kind string, st *state, in *lease
 		clientv3.OpPut(p+fenceName, fp),
 		clientv3.OpPut(p+liveName, fp, clientv3.WithLease(g.id)))
 	var rev int64
-	next, err := b.txnRev(ctx, kind, "acquire", st, ops, &rev)
+	next, err := b.txnRev(ctx, kind, "acquire", st, ops, &rev, time.Time{})
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The etcd lease lapsed while this Update retried: grant another.
 		g.id = 0
@@ -185,7 +185,7 @@ func (b *Backend) renew(ctx context.Context, kind string, st *state, in *lease.R
 	id := clientv3.LeaseID(st.live.Lease)
 	at := b.Now()
 	var ttl int64
-	err := b.request(ctx, "renew "+kind, func(ctx context.Context) error {
+	err := b.retrying(ctx, "renew "+kind, cur.Seen.ExpiresAt, func(ctx context.Context) error {
 		resp, err := b.cli.KeepAliveOnce(ctx, id)
 		if err == nil {
 			ttl = resp.TTL
@@ -211,7 +211,11 @@ func (b *Backend) renew(ctx context.Context, kind string, st *state, in *lease.R
 		return nil, nil, fmt.Errorf("etcdstore: %s: %w", kind, err)
 	}
 	ops = append(ops, clientv3.OpPut(b.kindPrefix(kind)+recordName, val))
-	next, err := b.txn(ctx, kind, "renew", st, ops)
+	// A renewal may be sent again when unanswered: if the first one was
+	// committed, the second's compares fail and the caller decides again
+	// on the record it wrote (its own, renewed).
+	var rev int64
+	next, err := b.txnRev(ctx, kind, "renew", st, ops, &rev, cur.Seen.ExpiresAt)
 	if err != nil || next != nil {
 		return nil, next, err
 	}
@@ -222,21 +226,30 @@ func (b *Backend) renew(ctx context.Context, kind string, st *state, in *lease.R
 
 func (b *Backend) txn(ctx context.Context, kind, what string, st *state, ops []clientv3.Op) (*state, error) {
 	var rev int64
-	return b.txnRev(ctx, kind, what, st, ops, &rev)
+	return b.txnRev(ctx, kind, what, st, ops, &rev, time.Time{})
 }
 
 // txnRev commits ops if kind's keys are as in st, and sets *rev to the
 // transaction's revision. When they are not, it returns what they are.
-func (b *Backend) txnRev(ctx context.Context, kind, what string, st *state, ops []clientv3.Op, rev *int64) (*state, error) {
+// With resend set (the expiry of the lease a renewal keeps), an attempt
+// left unanswered is sent again ([Backend.retrying]); only a transaction
+// whose second commit is harmless may set it.
+func (b *Backend) txnRev(ctx context.Context, kind, what string, st *state, ops []clientv3.Op, rev *int64, resend time.Time) (*state, error) {
 	var resp *clientv3.TxnResponse
-	err := b.request(ctx, what+" "+kind, func(ctx context.Context) (err error) {
+	commit := func(ctx context.Context) (err error) {
 		resp, err = b.cli.Txn(ctx).
 			If(b.unchanged(kind, st)...).
 			Then(ops...).
 			Else(clientv3.OpGet(b.kindPrefix(kind), clientv3.WithPrefix())).
 			Commit()
 		return err
-	})
+	}
+	var err error
+	if resend.IsZero() {
+		err = b.request(ctx, what+" "+kind, commit)
+	} else {
+		err = b.retrying(ctx, what+" "+kind, resend, commit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -68,12 +68,17 @@ func testOwners(t *testing.T, h Harness) {
 		{"withdraw", func() error { return p.Withdraw(bg, id, "pt-mallory") }},
 		{"waiter", func() error { _, err := p.Wait(bg, id, "pt-mallory", 200*time.Millisecond); return err }},
 	}
+	// keep is what alice does between the refusals to keep what she has:
+	// her queue entry, then her slot, whose lease would lapse (a TTL of
+	// a second or two on a server's clock) while the refusals run on a
+	// loaded host.
+	var keep func() error
 	refused := func(stage, secret string) {
 		t.Helper()
 		for _, r := range refusals {
-			// alice keeps her entry live; then time passes, so that a
-			// heartbeat by the refused call would show in the stamp.
-			if _, err := p.HeartbeatEntry(bg, id, "pt-alice"); err != nil && !errors.Is(err, pool.ErrGranted) {
+			// alice keeps her entry (or slot) live; then time passes, so
+			// that a heartbeat by the refused call would show in the stamp.
+			if err := keep(); err != nil && !errors.Is(err, pool.ErrGranted) {
 				t.Fatalf("%s: alice's heartbeat: %v", stage, err)
 			}
 			before := observe(t, p)
@@ -96,6 +101,7 @@ func testOwners(t *testing.T, h Harness) {
 		}
 	}
 
+	keep = func() error { _, err := p.HeartbeatEntry(bg, id, "pt-alice"); return err }
 	refused("queued", "")
 	// Its place in the queue is no secret: claim tells it to anyone.
 	if c, err := p.Claim(bg, id, "pt-mallory"); err != nil || c.Queued == nil || c.Queued.Position.Position != 1 {
@@ -132,6 +138,7 @@ func testOwners(t *testing.T, h Harness) {
 		name string
 		call func() error
 	}{"claim", func() error { _, err := p.Claim(bg, id, "pt-mallory"); return err }})
+	keep = func() error { _, _, err := p.Heartbeat(bg, "s1", "pt-alice", g.Token); return err }
 	refused("granted", g.Token)
 
 	if c, err := p.Claim(bg, id, "pt-alice"); err != nil || c.Grant == nil {

@@ -308,18 +308,21 @@ func (b *Backend) request(ctx context.Context, what string, f func(ctx context.C
 // lapses, and a lease may be shorter than [Options.RequestTimeout].
 //
 // expires is when the caller's lease lapses as last confirmed (zero when
-// there is none): each attempt gets a third of the time left to it or to
-// ctx's deadline, at least minAttempt and at most a fifth of the overall
-// bound.
+// there is none): the first attempt gets a third of the time left to it
+// or to ctx's deadline, at least minAttempt and at most a fifth of the
+// overall bound, and each later one twice the one before.
 func (b *Backend) retrying(ctx context.Context, what string, expires time.Time, f func(ctx context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
+	if dl, ok := ctx.Deadline(); ok && (expires.IsZero() || dl.Before(expires)) {
+		expires = dl
+	}
 	var err error
-	for {
-		if dl, ok := ctx.Deadline(); ok && (expires.IsZero() || dl.Before(expires)) {
-			expires = dl
-		}
-		actx, acancel := context.WithTimeout(rctx, b.attemptTimeout(expires))
+	for attempt := b.attemptTimeout(expires); ; attempt *= 2 {
+		// Each attempt after one that went unanswered gets twice the
+		// time: a member that is only slow (a loaded host) answers one of
+		// them, rather than having every attempt cut short.
+		actx, acancel := context.WithTimeout(rctx, attempt)
 		err = f(actx)
 		timedOut := actx.Err() != nil
 		acancel()

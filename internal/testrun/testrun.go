@@ -51,6 +51,7 @@ func Run(m M, opts ...Option) int {
 	for _, o := range opts {
 		o()
 	}
+	defer scratchCgroup()()
 	code := m.Run()
 	if line := Summary(); line != "" {
 		report(line, code == 0)

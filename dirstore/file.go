@@ -132,7 +132,7 @@ func (b *Backend) read(kind string) (*lease.Record, error) {
 // readRecord is read; withFence false leaves the record's Fence unset
 // (for a caller that never looks at it), which saves reading the counter.
 func (b *Backend) readRecord(kind string, withFence bool) (*lease.Record, error) {
-	data, err := storefile.Read(b.recordPath(kind), lease.MaxRecordBytes)
+	data, uid, err := storefile.ReadOwned(b.recordPath(kind), lease.MaxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -146,6 +146,7 @@ func (b *Backend) readRecord(kind string, withFence bool) (*lease.Record, error)
 		return nil, fmt.Errorf("lease: read %s: %w", kind, err)
 	}
 	rec := lease.DecodeRecord(kind, data)
+	rec.WriterUID = &uid
 	if withFence {
 		b.attachFence(rec)
 	}

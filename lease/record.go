@@ -76,6 +76,10 @@ type Record struct {
 	// stored it: live or not, and until when, on the backend's clock.
 	Seen Liveness
 
+	// WriterUID, when not nil, is the user who wrote the record as the
+	// backend knows it (the owner of its file on the directory store).
+	WriterUID *uint32
+
 	// Extra keeps fields written by other implementations, so a heartbeat
 	// rewrites them unchanged.
 	Extra map[string]json.RawMessage

@@ -19,7 +19,7 @@ func (s *Store) Replace(ctx context.Context, token string, r Request) (*Acquisit
 	}
 	next := NewToken()
 	var prev *Record
-	stored, err := s.b.Update(ctx, r.Kind, func(cur *Record) (Change, error) {
+	stored, err := s.update(ctx, r.Kind, r.Owner, func(cur *Record) (Change, error) {
 		prev = cur
 		switch {
 		case token != "" && cur == nil:
@@ -32,7 +32,7 @@ func (s *Store) Replace(ctx context.Context, token string, r Request) (*Acquisit
 			ch.Event = &Event{Event: EventForceRelease, Kind: r.Kind, By: r.Owner, Previous: cur}
 		}
 		return ch, nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -14,8 +14,9 @@ import (
 // the owner fence and loud takeover. It is safe for concurrent use by
 // goroutines and by processes sharing the same backend.
 type Store struct {
-	b    Backend
-	opts options
+	b     Backend
+	opts  options
+	ender workEnder // nil where no work can be ended (off Linux)
 }
 
 // New returns a Store over any backend.
@@ -24,7 +25,7 @@ func New(b Backend, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: b, opts: o}, nil
+	return &Store{b: b, opts: o, ender: defaultEnder()}, nil
 }
 
 func applyOptions(opts []Option) (options, error) {
@@ -93,6 +94,10 @@ type Request struct {
 	TTLMinutes float64
 	// Payload is any JSON value to store with the lease (nil for null).
 	Payload json.RawMessage
+	// Work, when set, names the cgroup the holder's work will run in
+	// (see [Work]), so that whoever takes the lease from it later ends
+	// what it left running there first.
+	Work *Work
 }
 
 func (s *Store) checkRequest(r Request) error {
@@ -136,7 +141,7 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 	}
 	token := NewToken()
 	var prev *Record
-	stored, err := s.b.Update(ctx, r.Kind, func(cur *Record) (Change, error) {
+	stored, err := s.update(ctx, r.Kind, r.Owner, func(cur *Record) (Change, error) {
 		prev = cur
 		if cur != nil && cur.Seen.Live {
 			return Change{}, &HeldError{Record: cur, ExpiresAt: cur.Seen.ExpiresAt}
@@ -148,7 +153,7 @@ func (s *Store) Acquire(ctx context.Context, r Request) (*Acquisition, error) {
 			ch.Event = &Event{Event: EventTakeover, Kind: r.Kind, By: r.Owner, Previous: cur}
 		}
 		return ch, nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +174,7 @@ func (s *Store) newRecord(r Request, token string) *Record {
 	}
 	rec.stamp(now, boot)
 	rec.AcquiredAt = rec.Heartbeat
+	rec.setWork(r.Work)
 	return rec
 }
 
@@ -241,7 +247,7 @@ func (s *Store) Release(ctx context.Context, ref Ref) (*Released, error) {
 		// not handed on: the counter need not be read.
 		update = u.UpdateUnfenced
 	}
-	_, err := update(ctx, kind, func(cur *Record) (Change, error) {
+	_, err := s.update(ctx, kind, owner, func(cur *Record) (Change, error) {
 		*out = Released{}
 		if cur == nil {
 			return Change{}, nil
@@ -254,7 +260,7 @@ func (s *Store) Release(ctx context.Context, ref Ref) (*Released, error) {
 		}
 		out.Released, out.WasExpired = true, !cur.Seen.Live
 		return Change{Op: OpDelete}, nil
-	})
+	}, update)
 	if err != nil {
 		return nil, err
 	}
@@ -275,14 +281,14 @@ func (s *Store) ForceRelease(ctx context.Context, kind, by string) (*Released, e
 		}
 	}
 	out := &Released{}
-	_, err := s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
+	_, err := s.update(ctx, kind, by, func(cur *Record) (Change, error) {
 		*out = Released{}
 		if cur == nil {
 			return Change{}, nil
 		}
 		out.Released, out.WasExpired, out.Previous = true, !cur.Seen.Live, cur
 		return Change{Op: OpDelete, Event: &Event{Event: EventForceRelease, Kind: kind, By: by, Previous: cur}}, nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +303,7 @@ func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
 		return nil, err
 	}
 	var prev *Record
-	_, err := s.b.Update(ctx, kind, func(cur *Record) (Change, error) {
+	_, err := s.update(ctx, kind, "", func(cur *Record) (Change, error) {
 		prev = nil
 		if cur == nil {
 			return Change{}, nil
@@ -307,7 +313,7 @@ func (s *Store) Reap(ctx context.Context, kind string) (*Record, error) {
 		}
 		prev = cur
 		return Change{Op: OpDelete, Event: &Event{Event: EventReap, Kind: kind, Previous: cur}}, nil
-	})
+	}, nil)
 	if err != nil || prev == nil {
 		return nil, err
 	}

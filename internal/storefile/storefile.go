@@ -134,6 +134,22 @@ func Read(path string, max int) ([]byte, error) {
 	return readFd(fd, path, max)
 }
 
+// ReadOwned is [Read] that also says who owns the file: the user whose
+// process wrote it (a store file is written whole and renamed into place).
+func ReadOwned(path string, max int) ([]byte, uint32, error) {
+	fd, err := open(path, unix.O_RDONLY, Private)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	data, err := readFd(fd, path, max)
+	return data, st.Uid, err
+}
+
 // OpenRead is [Read] that also returns the file, still open, so that the
 // caller can lock or stat the very inode it read.
 func OpenRead(path string, max int) (*os.File, []byte, error) {

@@ -23,6 +23,10 @@ type AcquireRequest struct {
 	// OnWait is called with the waiter's position when it first queues and
 	// whenever the position or ETA changes.
 	OnWait func(Position)
+	// Work, when set, names the cgroup the holder's work will run in: the
+	// slot's lease carries it (see [lease.Work]), so that whoever takes the
+	// slot from this holder first ends what the work left running.
+	Work *lease.Work
 }
 
 func (r *AcquireRequest) check(p *Pool) error {
@@ -69,7 +73,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 			_ = p.dequeue(context.WithoutCancel(ctx), entry.ID, r.Owner)
 		}
 	}()
-	g, err := p.await(ctx, entry, r.Owner, r.NoWait, r.Wait, r.OnWait)
+	g, err := p.await(ctx, entry, r.Owner, r.NoWait, r.Wait, r.OnWait, r.Work)
 	granted = g != nil
 	if err != nil && r.NoWait && errors.Is(err, ErrSaturated) {
 		live, _ := p.queue(ctx)
@@ -122,7 +126,7 @@ func (p *Pool) saturatedNow(ctx context.Context) error {
 // them. On Linux that matters: a process that made an inotify descriptor
 // waits, when it exits, for the kernel to tear it down, which took 5 to
 // 20 ms here, several times a whole pool acquire.
-func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wait time.Duration, onWait func(Position)) (*Grant, error) {
+func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wait time.Duration, onWait func(Position), work *lease.Work) (*Grant, error) {
 	wake := Wakeups{Listen: func(bool) {}} // nil channels: nothing wakes yet
 	watching := false
 	defer func() {
@@ -195,7 +199,7 @@ func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wa
 			check = false
 		}
 		if attempt {
-			g, err := p.tryGrant(ctx, e.ID, owner)
+			g, err := p.tryGrant(ctx, e.ID, owner, work)
 			switch {
 			case g != nil:
 				return g, nil
@@ -453,7 +457,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	if err := ownedBy(*entry, owner, "wait for it"); err != nil {
 		return nil, err
 	}
-	g, err := p.await(ctx, *entry, owner, false, timeout, nil)
+	g, err := p.await(ctx, *entry, owner, false, timeout, nil, nil)
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
 		p.logEvent(ctx, EventRequestAbandoned, map[string]any{"request_id": requestID, "error": err.Error()})

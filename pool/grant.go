@@ -120,7 +120,7 @@ type slotPayload struct {
 // tryGrant is one self-grant attempt for the entry id. It returns nil when
 // it is not this entry's turn or every free slot was lost to a racer, and
 // ErrQueueEntryLost when the entry is no longer queued.
-func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
+func (p *Pool) tryGrant(ctx context.Context, id, owner string, work *lease.Work) (*Grant, error) {
 	p.sweepIfStale(ctx, owner)
 	live, err := p.queue(ctx)
 	if err != nil {
@@ -173,7 +173,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string) (*Grant, error) {
 	}
 	payload, _ := json.Marshal(slotPayload{RequestID: id, Session: entry.Session, Mode: entry.Mode})
 	for _, s := range free {
-		acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload})
+		acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload, Work: work})
 		if errors.Is(err, lease.ErrHeld) {
 			continue // a racer won this slot; try the next
 		}

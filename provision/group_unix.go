@@ -73,6 +73,7 @@ type procGroup struct {
 func newProcGroup(ctx context.Context, path string, grace time.Duration) *procGroup {
 	g := &procGroup{cmd: exec.CommandContext(ctx, path)}
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	intoCgroup(g.cmd.SysProcAttr, cgroupOf(ctx))
 	// os/exec calls Cancel only once the program has started.
 	g.cmd.Cancel = func() error { return g.group().Terminate() }
 	// WaitDelay also bounds the wait for output after the program exits, so

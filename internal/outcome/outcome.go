@@ -116,6 +116,10 @@ func Classify(err error) (code string, exit int) {
 		return "not_owner", ExitRefused
 	case errors.Is(err, lease.ErrNotDead):
 		return "not_dead", ExitRefused
+	case errors.Is(err, lease.ErrWorkRunning):
+		// The previous holder's work runs on in a cgroup this user cannot
+		// end: the lease stays where it is, as for a live holder.
+		return "work_running", ExitRefused
 	case errors.Is(err, context.Canceled):
 		return "interrupted", ExitRefused
 	case errors.Is(err, lease.ErrGuardBusy):

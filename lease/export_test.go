@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // What the external tests (package lease_test, which run the store over
 // a real directory through package dirstore) need of the internals.
@@ -10,3 +13,21 @@ func (r *Record) StampForTest(wall time.Time, boot *BootStamp) { r.stamp(wall, b
 
 // MaxPayloadBytes is the largest payload a record may carry.
 const MaxPayloadBytes = maxPayloadBytes
+
+// fakeEnder is a workEnder of the test's: running says whether a work
+// runs, end ends it.
+type fakeEnder struct {
+	running func(w *Work) bool
+	end     func(w *Work) error
+}
+
+func (f fakeEnder) Running(w *Work, _ *uint32) (bool, error) { return f.running(w), nil }
+func (f fakeEnder) End(_ context.Context, w *Work, _ *uint32) (int, error) {
+	return 1, f.end(w)
+}
+
+// SetWorkEnderForTest makes the store find and end works with running
+// and end instead of through cgroups.
+func (s *Store) SetWorkEnderForTest(running func(w *Work) bool, end func(w *Work) error) {
+	s.ender = fakeEnder{running, end}
+}

@@ -23,7 +23,8 @@ type session struct {
 	tstp     chan os.Signal // SIGTSTP, with Options.JobControl
 	held     Held
 	hold     *lease.Hold
-	env      []string // the work's environment
+	cont     *contained // the work's cgroup, or the tree
+	env      []string   // the work's environment
 	start    time.Time
 }
 
@@ -66,11 +67,31 @@ func (w *signalWatch) end() os.Signal {
 // is removed, a slot being provisioned is given back, and the result says
 // which signal. On failure the Result is returned and the session is nil.
 func acquire(ctx context.Context, o *Options) (*session, *Result) {
+	if err := checkDescriptors(); err != nil {
+		return nil, &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
+	}
+	label := o.Kind
+	if o.Pool != nil {
+		label = o.Pool.Config().Name
+	}
+	cont, err := contain(o, label)
+	if err != nil {
+		if errors.Is(err, ErrInvalid) {
+			return nil, &Result{Exit: ExitUsage, Code: CodeUsage, Err: err}
+		}
+		return nil, &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
+	}
+	// The Go runtime's threads, made while the acquire is on its way
+	// rather than when a work that forks all it can has used them up.
+	warmed := make(chan struct{})
+	go func() { warmThreads(); close(warmed) }()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := watchSignals(o.Signals, cancel)
-	s, err := take(actx, o)
+	s, err := take(actx, o, cont)
+	<-warmed
 	if sig := w.end(); sig != nil {
+		cont.close(logf(o.Log))
 		if s != nil {
 			_, _ = s.release()
 		}
@@ -78,17 +99,23 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 			Err: fmt.Errorf("while acquiring: %w", &interruption{sig})}
 	}
 	if err != nil {
+		cont.close(logf(o.Log))
 		return nil, &Result{Exit: ExitRefused, Code: CodeNotAcquired, Err: &AcquireError{Err: err}}
 	}
 	return s, nil
 }
 
-// take acquires the slot or the baton and starts its Hold.
-func take(ctx context.Context, o *Options) (*session, error) {
+// take acquires the slot or the baton and starts its Hold. The lease's
+// record names the run's cgroup, and the slot's provision and health
+// commands run in it.
+func take(ctx context.Context, o *Options, cont *contained) (*session, error) {
 	rn := newRenewals()
 	hopts := lease.HoldOptions{Interval: o.Heartbeat, Renewed: rn.note}
 	if o.Pool != nil {
-		req := pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait}
+		pctx, done := cont.withCgroup(ctx)
+		defer done()
+		ctx = pctx
+		req := pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, Work: cont.work()}
 		if o.Queue != nil {
 			req.OnWait = o.Queue.Show
 		}
@@ -99,7 +126,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: g.Kind, Slot: fmt.Sprint(g.Slot), Pool: o.Pool.Config().Name, Owner: g.Owner, Token: g.Token}}
+		s := &session{o: o, renewals: rn, start: time.Now(), cont: cont, held: Held{Kind: g.Kind, Slot: fmt.Sprint(g.Slot), Pool: o.Pool.Config().Name, Owner: g.Owner, Token: g.Token}}
 		s.hold, err = o.Pool.Keep(context.WithoutCancel(ctx), g, hopts)
 		if err != nil {
 			if !errors.Is(err, pool.ErrLeaseLost) {
@@ -117,7 +144,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 		}, g.Fence)))
 		return s, nil
 	}
-	acq, err := acquireBaton(ctx, o)
+	acq, err := acquireBaton(ctx, o, cont.work())
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +152,7 @@ func take(ctx context.Context, o *Options) (*session, error) {
 	if acq.TookOverExpired {
 		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, o.Store.JournalWhere())
 	}
-	s := &session{o: o, renewals: rn, start: time.Now(), held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
+	s := &session{o: o, renewals: rn, start: time.Now(), cont: cont, held: Held{Kind: o.Kind, Owner: o.Owner, Token: rec.Token}}
 	hopts.Acquired = rec
 	s.hold, err = o.Store.Keep(context.WithoutCancel(ctx), o.Kind, o.Owner, rec.Token, hopts)
 	if err != nil {
@@ -170,8 +197,8 @@ func withFence(env map[string]string, fence int64) map[string]string {
 
 // acquireBaton takes the baton, telling whoever has to wait who holds it
 // and until when.
-func acquireBaton(ctx context.Context, o *Options) (*lease.Acquisition, error) {
-	req := lease.Request{Kind: o.Kind, Owner: o.Owner, TTLMinutes: o.TTLMinutes, Payload: o.Payload}
+func acquireBaton(ctx context.Context, o *Options, work *lease.Work) (*lease.Acquisition, error) {
+	req := lease.Request{Kind: o.Kind, Owner: o.Owner, TTLMinutes: o.TTLMinutes, Payload: o.Payload, Work: work}
 	acq, err := o.Store.Acquire(ctx, req)
 	var held *lease.HeldError
 	if o.NoWait || !errors.As(err, &held) {
@@ -282,16 +309,34 @@ func (s *session) release() (sig os.Signal, lost error) {
 // signal during the release makes a run that would have ended with the
 // work's own status an interrupted one.
 func (s *session) finish(r *Result) *Result {
+	// Nothing of the work outlives its lease: what is left in its cgroup
+	// is ended, and the cgroup removed, before the lease goes back. A
+	// cgroup already removed was ended by whoever took the lease.
+	endedByOther := s.cont.close(logf(s.o.Log))
 	sig, lost := s.release()
+	if endedByOther && (r.Code == CodeOK || r.Code == CodeFailed) {
+		lost = endedError(s.held, lost)
+	}
 	switch {
 	case lost != nil && (r.Code == CodeOK || r.Code == CodeFailed):
-		fmt.Fprintf(s.o.Log, "pool-run: %s was lost while the work ran: %v\n", s.held, lost)
+		fmt.Fprintf(s.o.Log, "pool-run: lost %s while the work ran: %v\n", s.held, lost)
 		r = &Result{Exit: ExitLost, Code: CodeLost, Err: lost, Phases: r.Phases}
 	case sig != nil && (r.Code == CodeOK || r.Code == CodeFailed):
 		r = &Result{Exit: signalStatus(sig), Code: CodeInterrupted, Signal: sig, Phases: r.Phases,
 			Err: fmt.Errorf("during the release: %w", &interruption{sig})}
 	}
 	return s.result(r)
+}
+
+// endedError is the loss of a run whose work was ended by whoever took
+// its lease (the cgroup killed and removed before the lease changed
+// hands), with what the release found, if anything.
+func endedError(held Held, found error) error {
+	err := fmt.Errorf("%w: its work was ended by whoever took %s (its cgroup killed and removed first; the store's journal says who)", lease.ErrLost, held)
+	if found != nil {
+		err = fmt.Errorf("%w; %v", err, found)
+	}
+	return err
 }
 
 // lost reports the hold's loss, if any.

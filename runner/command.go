@@ -54,7 +54,7 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 	g, err := s.startGuardian(w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty})
 	if err != nil {
 		w.finish(0)
-		return s.finish(&Result{Exit: ExitNotExecutable, Code: CodeNotExecutable, Err: err})
+		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err})
 	}
 	if w.saved != nil {
 		// The terminal is raw while the work runs: pool-run's own lines
@@ -111,5 +111,9 @@ func (s *session) finishWith(g *guard, w *workIO, r *Result) *Result {
 // result fills in what was held and for how long.
 func (s *session) result(r *Result) *Result {
 	r.Held, r.HeldFor = s.held, time.Since(s.start)
+	if s.cont != nil {
+		c := s.cont.Containment
+		r.Containment = &c
+	}
 	return r
 }

@@ -116,24 +116,30 @@ func TestEnvironmentAndStdin(t *testing.T) {
 // grace.
 func TestLossByForcedRelease(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out, log lockedBuffer
-	o := baton(t, s, &out, nil)
-	o.Log, o.Heartbeat, o.KillGrace = &log, 50*time.Millisecond, 300*time.Millisecond
-	done := runAsync(o, "sh", "-c", `trap '' TERM; sleep 60 & echo $! > gc.pid; wait; wait`)
-	gc, _ := strconv.Atoi(waitFile(t, o.Dir, "gc.pid"))
-	if _, err := s.ForceRelease(context.Background(), "b", "operator"); err != nil {
-		t.Fatal(err)
-	}
-	r := waitResult(t, done, 20*time.Second)
-	if r.Exit != ExitLost || r.Code != CodeLost || !errors.Is(r.Err, ErrLost) {
-		t.Errorf("result %+v after a forced release, want exit 75, lease_lost", r)
-	}
-	if live(gc) {
-		t.Errorf("grandchild %d that ignores SIGTERM survived the kill grace", gc)
-	}
-	if !strings.Contains(log.String(), "lost lease b") {
-		t.Errorf("no loss line on the log:\n%s", log.String())
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out, log lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			o.Log, o.Heartbeat, o.KillGrace = &log, 50*time.Millisecond, 300*time.Millisecond
+			done := runAsync(o, "sh", "-c", `trap '' TERM; sleep 60 & echo $! > gc.pid; wait; wait`)
+			gc, _ := strconv.Atoi(waitFile(t, o.Dir, "gc.pid"))
+			if _, err := s.ForceRelease(context.Background(), "b", "operator"); err != nil {
+				t.Fatal(err)
+			}
+			r := waitResult(t, done, 20*time.Second)
+			if r.Exit != ExitLost || r.Code != CodeLost || !errors.Is(r.Err, ErrLost) {
+				t.Errorf("result %+v after a forced release, want exit 75, lease_lost", r)
+			}
+			if live(gc) {
+				t.Errorf("grandchild %d that ignores SIGTERM survived the kill grace", gc)
+			}
+			if !strings.Contains(log.String(), "lost lease b") {
+				t.Errorf("no loss line on the log:\n%s", log.String())
+			}
+		})
 	}
 }
 
@@ -142,25 +148,31 @@ func TestLossByForcedRelease(t *testing.T) {
 // the run ends lost (75), never 0, and the successor's lease is untouched.
 func TestLossFoundAtRelease(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out lockedBuffer
-	o := baton(t, s, &out, nil)
-	o.TTLMinutes, o.Heartbeat = 1, 50*time.Second
-	done := runAsync(o, "sh", "-c", "echo $$ > gc.pid; sleep 1; exit 0")
-	waitFile(t, o.Dir, "gc.pid")
-	if _, err := s.ForceRelease(context.Background(), "b", "operator"); err != nil {
-		t.Fatal(err)
-	}
-	acq, err := s.Acquire(context.Background(), lease.Request{Kind: "b", Owner: "bob", TTLMinutes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := waitResult(t, done, 20*time.Second)
-	if r.Exit != ExitLost || r.Code != CodeLost || !errors.Is(r.Err, ErrLost) {
-		t.Errorf("result %+v, want exit 75, lease_lost", r)
-	}
-	if st, _ := s.Status(context.Background(), "b"); st.State != lease.Held || st.Record.Token != acq.Record.Token {
-		t.Errorf("the successor's lease was touched: %+v", st)
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			o.TTLMinutes, o.Heartbeat = 1, 50*time.Second
+			done := runAsync(o, "sh", "-c", "echo $$ > gc.pid; sleep 1; exit 0")
+			waitFile(t, o.Dir, "gc.pid")
+			if _, err := s.ForceRelease(context.Background(), "b", "operator"); err != nil {
+				t.Fatal(err)
+			}
+			acq, err := s.Acquire(context.Background(), lease.Request{Kind: "b", Owner: "bob", TTLMinutes: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := waitResult(t, done, 20*time.Second)
+			if r.Exit != ExitLost || r.Code != CodeLost || !errors.Is(r.Err, ErrLost) {
+				t.Errorf("result %+v, want exit 75, lease_lost", r)
+			}
+			if st, _ := s.Status(context.Background(), "b"); st.State != lease.Held || st.Record.Token != acq.Record.Token {
+				t.Errorf("the successor's lease was touched: %+v", st)
+			}
+		})
 	}
 }
 

@@ -181,6 +181,8 @@ func (s *session) runPhase(ctx context.Context, gd *guard, w *workIO, ph gates.P
 		fmt.Fprintf(s.o.Log, "pool-run: phase %s: resetting %s\n", ph.Name, s.held)
 		var err error
 		cause := s.during(ctx, func(rctx context.Context) {
+			rctx, done := s.cont.withCgroup(rctx)
+			defer done()
 			_, err = s.o.Pool.Reset(rctx, s.held.Slot, s.held.Owner, s.held.Token)
 		})
 		if ended := endedBy(cause); ended != nil {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/durable-lease/durable-lease/internal/cgroup"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
@@ -58,10 +59,11 @@ const (
 var rolesInMain bool
 
 // The guardian's own descriptors, from base: the socket to pool-run,
-// pool-run's stderr (for the guardian's own lines), and the terminal whose
-// modes to restore (pool-run's stderr again when there is none). A gate
-// phase's interpreter has one: the pipe its phase comes on.
-var fdControl, fdLog, fdTerminal int
+// pool-run's stderr (for the guardian's own lines), the terminal whose
+// modes to restore (pool-run's stderr again when there is none), and the
+// run's cgroup directory when it has one. A gate phase's interpreter has
+// one: the pipe its phase comes on.
+var fdControl, fdLog, fdTerminal, fdCgroup int
 
 func init() {
 	// pool-run starts its own executable as its guardian (and the
@@ -75,7 +77,7 @@ func init() {
 	switch role {
 	case asGuardian:
 		if isFileType(base, unix.S_IFSOCK) {
-			fdControl, fdLog, fdTerminal = base, base+1, base+2
+			fdControl, fdLog, fdTerminal, fdCgroup = base, base+1, base+2, base+3
 			os.Exit(guardianMain())
 		}
 	case asPhase:
@@ -97,7 +99,7 @@ func ServeRoles() {
 	rolesInMain = true
 	role, base, ok := parseRole(os.Getenv(guardianEnv))
 	if ok && role == asGuardianInMain && isFileType(base, unix.S_IFSOCK) {
-		fdControl, fdLog, fdTerminal = base, base+1, base+2
+		fdControl, fdLog, fdTerminal, fdCgroup = base, base+1, base+2, base+3
 		os.Exit(guardianMain())
 	}
 }
@@ -181,6 +183,8 @@ type guardian struct {
 	log   *os.File
 	start *guardStart
 	self  int
+	cg    *cgroup.Group // the run's cgroup; nil for the process tree alone
+	leafs int           // the cgroups made below it, one per start
 
 	until, hardAt, termAt int64 // bootClock ns
 
@@ -196,6 +200,7 @@ type guardian struct {
 	killAt     int64
 	why        string
 	left       int
+	escaped    int // processes that left the run's cgroup, found below the subreaper
 	suspended  bool
 	forParent  bool // suspended because pool-run was seen stopped
 	askedRenew bool
@@ -230,6 +235,18 @@ func guardianMain() int {
 	}
 	g.start = first.Start
 	g.setUntil(g.start.Until)
+	if g.start.Cgroup != "" {
+		cg, err := cgroup.FromFD(fdCgroup, g.start.Cgroup)
+		if err != nil {
+			_ = g.c.send(guardMsg{Op: opFailed, Why: "the run's cgroup: " + err.Error(), Internal: true})
+			return 3
+		}
+		g.cg = cg
+	}
+	// Threads the Go runtime would otherwise make later, made now: a work
+	// that forks up to the user's process limit must not leave the
+	// guardian unable to make the thread it needs to act.
+	warmThreads()
 	if os.Getppid() != g.start.Parent {
 		g.parentGone = true // pool-run died before the guardian ran
 	}
@@ -263,6 +280,9 @@ func guardianMain() int {
 	}
 	if g.parentGone && !g.done {
 		g.restoreTerminal()
+		if g.cg != nil {
+			_ = g.cg.Remove() // empty by now; never left for the next holder to find
+		}
 		g.release()
 	}
 	return 0
@@ -309,7 +329,7 @@ func (g *guardian) handle(m guardMsg) {
 		g.forParent, g.askedRenew = false, false
 		if g.suspended && !g.killed && bootNow() < g.hardAt {
 			g.suspended = false
-			g.signalAll(syscall.SIGCONT)
+			g.resumeAll()
 		}
 	case opDone:
 		g.done = true
@@ -319,6 +339,20 @@ func (g *guardian) handle(m guardMsg) {
 // run starts the command, or a phase's interpreter (phase is its JSON).
 func (g *guardian) run(path string, argv, env []string, dir string, phase []byte) {
 	attr := &syscall.SysProcAttr{}
+	if g.cg != nil {
+		// The work's first instruction runs in the run's cgroup (clone3
+		// with CLONE_INTO_CGROUP), in a cgroup of its own below it: a
+		// cgroup once killed (the leftovers of the phase before) kills
+		// every process started into it.
+		g.leafs++
+		leaf, err := g.cg.Sub("start-" + strconv.Itoa(g.leafs))
+		if err != nil {
+			_ = g.c.send(guardMsg{Op: opFailed, Why: "the run's cgroup: " + err.Error(), Internal: true})
+			return
+		}
+		defer leaf.Close()
+		intoCgroup(attr, leaf.FD())
+	}
 	files := passOn(fdControl)
 	var pipeR, pipeW *os.File
 	if phase != nil {
@@ -352,6 +386,12 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		if pipeW != nil {
 			pipeW.Close()
 		}
+		if !commandsFault(err, path) {
+			// Not the command's fault: the run could not fork (a limit),
+			// or could not start it in its cgroup.
+			_ = g.c.send(guardMsg{Op: opFailed, Why: limitHint(err).Error(), Internal: true})
+			return
+		}
 		g.failed(fmt.Errorf("%s: %w", path, err))
 		return
 	}
@@ -373,6 +413,21 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		}
 	}
 	_ = g.c.send(guardMsg{Op: opStarted, Pid: pid})
+}
+
+// commandsFault says whether a failed start of the program at path is
+// the program's own doing (126 or 127, as a shell says), rather than the
+// run's: the program is missing or not executable. pool-run checked both
+// before acquiring; a program replaced since is still the program's.
+func commandsFault(err error, path string) bool {
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.ETXTBSY),
+		errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
+		return true
+	case errors.Is(err, syscall.EACCES):
+		return unix.Access(path, unix.X_OK) != nil
+	}
+	return false
 }
 
 func (g *guardian) failed(err error) {
@@ -438,17 +493,20 @@ func (g *guardian) step() {
 		}
 	}
 	if g.running && g.exited {
-		left := descendants(g.self, g.pgid)
-		if len(left) == 0 && noChildren() {
+		left := g.leftBehind()
+		if left == 0 && noChildren() {
+			if g.cg != nil && g.suspended {
+				_ = g.cg.Thaw() // nothing left to stop; the next phase starts thawed
+			}
 			g.running = false
-			_ = g.c.send(guardMsg{Op: opExited, Status: g.status, Why: g.why, Left: g.left})
+			_ = g.c.send(guardMsg{Op: opExited, Status: g.status, Why: g.why, Left: g.left, Escaped: g.escaped})
 			return
 		}
 		switch {
 		case !g.stopping:
 			// The work ended and left processes behind: they go before
 			// the lease does.
-			g.left = len(left)
+			g.left = left
 			g.beginStop(g.start.Grace)
 		case g.termRest:
 			// The interpreter has stopped; now what it left.
@@ -523,7 +581,7 @@ func (g *guardian) beginStop(grace int64) {
 	}
 	if g.suspended {
 		g.suspended = false
-		g.signalAll(syscall.SIGCONT)
+		g.resumeAll()
 	}
 }
 
@@ -535,21 +593,97 @@ func (g *guardian) kill() {
 	}
 	g.stopping, g.killed = true, true
 	g.signalAll(syscall.SIGKILL)
+	if g.cg != nil && g.suspended {
+		// Killed processes die frozen or not; a cgroup left asked to
+		// freeze would read as ended by someone taking the lease.
+		_ = g.cg.Thaw()
+	}
 }
 
+// signalAll sends sig to every process of the work: the run's cgroup
+// (SIGKILL through cgroup.kill, which no fork escapes), and the processes
+// below the subreaper that are not in it (the whole work, for the tree
+// alone; those that left the cgroup, otherwise).
 func (g *guardian) signalAll(sig syscall.Signal) {
-	for _, p := range descendants(g.self, g.pgid) {
+	if g.cg != nil {
+		if sig == syscall.SIGKILL {
+			_ = g.cg.Kill()
+		} else {
+			_ = g.cg.Signal(sig)
+		}
+	}
+	for _, p := range g.outside() {
 		signalProc(p, sig)
+	}
+}
+
+// outside lists the processes below the subreaper that the cgroup does
+// not hold: with no cgroup, the whole work; with one, what left it (moved
+// itself to another cgroup it may write), counted in g.escaped.
+func (g *guardian) outside() []proc {
+	all := descendants(g.self, g.pgid)
+	if g.cg == nil {
+		return all
+	}
+	in := g.cg.Ref().Path
+	out := all[:0]
+	for _, p := range all {
+		if c := cgroupOf(p.pid); c != "" && c != in && !strings.HasPrefix(c, in+"/") {
+			out = append(out, p)
+		}
+	}
+	g.escaped = max(g.escaped, len(out))
+	return out
+}
+
+// leftBehind counts the processes of the work still running once its own
+// process ended: with a cgroup, the kernel's count says whether any is
+// left (no walk), and only then are they counted; with the tree, the
+// walk below the subreaper. A cgroup that is gone (removed by the
+// successor that ended it) holds nothing.
+func (g *guardian) leftBehind() int {
+	if g.cg == nil {
+		return len(descendants(g.self, g.pgid))
+	}
+	populated, err := g.cg.Populated()
+	if errors.Is(err, cgroup.ErrNotFound) || err == nil && !populated {
+		if noChildren() {
+			return 0
+		}
+		return len(g.outside()) // children outside the cgroup, or zombies
+	}
+	procs, _ := g.cg.Procs()
+	return max(len(procs), 1) + len(g.outside())
+}
+
+// resumeAll lets the work run again after suspend.
+func (g *guardian) resumeAll() {
+	if g.cg != nil {
+		_ = g.cg.Thaw()
+	}
+	for _, p := range g.outside() {
+		signalProc(p, syscall.SIGCONT)
 	}
 }
 
 // suspend stops every process of the work, and returns once each is seen
 // stopped (a fork between a look and a stop is caught by the next look).
+// A cgroup is frozen: its processes, and any started into it later, stop
+// at once and are not told (no SIGSTOP, which a shell would report).
 func (g *guardian) suspend() {
-	if !g.running || g.suspended {
-		return
+	if !g.running || g.suspended || g.killed || g.exited {
+		return // a work being killed, or whose own process ended, is being ended, not stopped
 	}
 	g.suspended = true
+	if g.cg != nil && g.cg.Freeze() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = g.cg.WaitFrozen(ctx)
+		cancel()
+		for _, p := range g.outside() {
+			signalProc(p, syscall.SIGSTOP)
+		}
+		return
+	}
 	deadline := time.Now().Add(time.Second)
 	// Two looks in a row that find everything stopped: a process being
 	// re-parented while one look walks the tree is in neither list it

@@ -17,50 +17,56 @@ import (
 // internal (exit 3), and the lease is still given back.
 func TestGuardianDeathEndsTheWork(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out lockedBuffer
-	o := baton(t, s, &out, nil)
-	done := make(chan *Result, 1)
-	go func() {
-		done <- Command(context.Background(), o, []string{"sh", "-c", "trap '' TERM; sleep 60 & echo $$ $! > pids; wait"})
-	}()
-	var work, child int
-	pids := filepath.Join(o.Dir, "pids")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if b, err := os.ReadFile(pids); err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			if _, err := fmt.Sscan(string(b), &work, &child); err != nil {
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			done := make(chan *Result, 1)
+			go func() {
+				done <- Command(context.Background(), o, []string{"sh", "-c", "trap '' TERM; sleep 60 & echo $$ $! > pids; wait"})
+			}()
+			var work, child int
+			pids := filepath.Join(o.Dir, "pids")
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if b, err := os.ReadFile(pids); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+					if _, err := fmt.Sscan(string(b), &work, &child); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the work never started")
+				}
+			}
+			p, ok := readStat(work)
+			if !ok {
+				t.Fatal("the work is gone already")
+			}
+			// The guardian tells pool-run the work's pid just after the fork,
+			// which the work's first line may beat; pool-run cannot reach a work
+			// it was never told of.
+			time.Sleep(200 * time.Millisecond)
+			if err := syscall.Kill(p.ppid, syscall.SIGKILL); err != nil { // the guardian
 				t.Fatal(err)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the work never started")
-		}
+			var r *Result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the run did not end when its guardian died")
+			}
+			if r.Exit != ExitInternal || r.Code != CodeInternal || !strings.Contains(r.Err.Error(), "was killed") {
+				t.Errorf("result %+v, want internal (exit 3), the work's group killed", r)
+			}
+			for _, pid := range []int{work, child} {
+				if st := processState(pid); st != 0 && st != 'Z' {
+					t.Errorf("process %d of the work is still running (state %c) after the run", pid, st)
+				}
+			}
+			freeAfter(t, s, "b")
+		})
 	}
-	p, ok := readStat(work)
-	if !ok {
-		t.Fatal("the work is gone already")
-	}
-	// The guardian tells pool-run the work's pid just after the fork,
-	// which the work's first line may beat; pool-run cannot reach a work
-	// it was never told of.
-	time.Sleep(200 * time.Millisecond)
-	if err := syscall.Kill(p.ppid, syscall.SIGKILL); err != nil { // the guardian
-		t.Fatal(err)
-	}
-	var r *Result
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not end when its guardian died")
-	}
-	if r.Exit != ExitInternal || r.Code != CodeInternal || !strings.Contains(r.Err.Error(), "process group was killed") {
-		t.Errorf("result %+v, want internal (exit 3), the work's group killed", r)
-	}
-	for _, pid := range []int{work, child} {
-		if st := processState(pid); st != 0 && st != 'Z' {
-			t.Errorf("process %d of the work is still running (state %c) after the run", pid, st)
-		}
-	}
-	freeAfter(t, s, "b")
 }

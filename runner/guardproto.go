@@ -56,6 +56,12 @@ type guardMsg struct {
 	Status int         `json:"status,omitempty"`
 	Why    string      `json:"why,omitempty"`
 	Left   int         `json:"left,omitempty"` // processes the work left behind
+	// Internal marks an opFailed that is the run's own failure (a process
+	// limit, the cgroup), not the command's: exit 3, not 126.
+	Internal bool `json:"internal,omitempty"`
+	// Escaped counts the processes that left the run's cgroup, ended
+	// through the process tree instead.
+	Escaped int `json:"escaped,omitempty"`
 }
 
 // guardStart is what the guardian needs to run and to clean up.
@@ -89,6 +95,10 @@ type guardStart struct {
 	Release *guardRelease `json:"release,omitempty"`
 	// Phases says the work is a gate's phases: they come as opPhase.
 	Phases bool `json:"phases,omitempty"`
+	// Cgroup is the run's cgroup directory, whose descriptor the guardian
+	// gets after the terminal's; "" when the work is the process tree
+	// alone.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // guardRelease is the lease to release when pool-run cannot.

@@ -57,6 +57,11 @@ var (
 	ErrInvalid = errors.New("runner: invalid options")
 	// ErrStart reports a command that could not be started.
 	ErrStart = errors.New("runner: cannot start the command")
+	// ErrGuardian reports a run whose own processes could not be started
+	// or set up (the guardian, the process that starts the work: a process
+	// or descriptor limit reached, the run's cgroup unusable). It is an
+	// internal failure (exit 3), never the command's 126.
+	ErrGuardian = errors.New("runner: cannot start the run's guardian")
 	// ErrInterrupted reports a run ended by a signal.
 	ErrInterrupted = errors.New("runner: interrupted")
 	// ErrNotAcquired reports that the pool or the store refused the lease
@@ -149,6 +154,16 @@ type Options struct {
 	// Queue, when set, is shown the run's place in the pool's queue while
 	// it waits for a slot.
 	Queue QueueReporter
+	// Containment says how the work is held: [ContainAuto] (""), a cgroup
+	// of the run's own where one can be made, else the guardian's process
+	// tree; [ContainCgroup] requires the cgroup; [ContainTree] never makes
+	// one. The cgroup holds the pool's provision, reset and health
+	// commands too, and the lease's record names it, so that whoever takes
+	// the lease from this run ends what is left in it first.
+	Containment string
+	// CgroupParent is the cgroup v2 directory to make the run's cgroup in
+	// ("": pool-run's own cgroup, where this user may write it).
+	CgroupParent string
 	// JobControl makes SIGTSTP (Ctrl-Z) stop the work and then this
 	// process, as a shell job; when continued, the lease is renewed before
 	// the work runs again. A command-line program sets it; a library
@@ -187,6 +202,9 @@ func (o *Options) check() error {
 	if o.KillGrace == 0 {
 		o.KillGrace = DefaultKillGrace
 	}
+	if err := o.checkFloor(ttl); err != nil {
+		return err
+	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
 	}
@@ -223,7 +241,8 @@ func (o *Options) check() error {
 //	reset_failed,   1          the pool's *pool.SlotError (its State is the code)
 //	health_failed
 //	reset_failed    3          the store's error during the reset
-//	internal        3          the guardian could not start or died
+//	internal        3          the guardian could not start (matches ErrGuardian) or died,
+//	                           a resource limit left no room (ErrLimit), no cgroup (ErrContainment)
 //
 // A work whose own status is 75 or 124 is "failed", never "lease_lost" or
 // "timeout". For usage, not_acquired and not_found nothing was held and
@@ -244,6 +263,8 @@ type Result struct {
 	Signal os.Signal
 	// Phases are a gate's phases, in order, including those not run.
 	Phases []PhaseResult
+	// Containment is how the work was held, for a run that acquired.
+	Containment *Containment
 }
 
 // QueueReporter is shown a waiter's place in a pool's queue: Show at

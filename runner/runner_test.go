@@ -18,6 +18,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/gates"
+	"github.com/durable-lease/durable-lease/internal/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -60,7 +61,22 @@ func baton(t *testing.T, s *lease.Store, out *lockedBuffer, sigs chan os.Signal)
 	// Not closed: the interpreter's copy of stdin to a background job may
 	// still be reading it when the test ends.
 	return Options{Store: s, Kind: "b", Owner: "o", Stdin: null, Stdout: out, Stderr: &log,
-		Signals: sigs, KillGrace: 500 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Dir: t.TempDir()}
+		Signals: sigs, KillGrace: 500 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Dir: t.TempDir(),
+		CgroupParent: os.Getenv(testrun.EnvCgroupParent)}
+}
+
+// containments are the ways a run holds its work that this host offers:
+// the guardian's tree always, a cgroup where the hierarchy is writable
+// (root, a delegated subtree; always under CI).
+func containments(t *testing.T) []string {
+	t.Helper()
+	if os.Getenv(testrun.EnvCgroupParent) == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no writable cgroup v2 hierarchy: the cgroup path is untested (CI=true: a failure)")
+		}
+		return []string{ContainTree}
+	}
+	return []string{ContainCgroup, ContainTree}
 }
 
 func freeAfter(t *testing.T, s *lease.Store, kind string) {
@@ -117,30 +133,36 @@ func TestCommandContextCancelActsAsSIGTERM(t *testing.T) {
 
 func TestGateStopsOnLoss(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out lockedBuffer
-	o := baton(t, s, &out, nil)
-	g, err := gates.Parse([]byte("kind: b\nphases:\n  - name: long\n    run: echo started; sleep 30\n  - name: after\n    run: echo after\n"), filepath.Join(o.Dir, "g.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *Result, 1)
-	go func() { done <- Gate(context.Background(), o, g) }()
-	waitHeld(t, s, "b")
-	time.Sleep(100 * time.Millisecond)
-	if _, err := s.ForceRelease(context.Background(), "b", "op"); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.Exit != ExitLost || r.Code != PhaseLost || !errors.Is(r.Err, ErrLost) {
-		t.Fatalf("result %+v, want exit 75 matching ErrLost", r)
-	}
-	got := []string{r.Phases[0].Result, r.Phases[1].Result}
-	if !slices.Equal(got, []string{PhaseLost, PhaseSkipped}) {
-		t.Errorf("phases %v, want [lease_lost skipped]", got)
-	}
-	if strings.Contains(out.String(), "after") {
-		t.Errorf("a phase ran after the loss: %q", out.String())
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			g, err := gates.Parse([]byte("kind: b\nphases:\n  - name: long\n    run: echo started; sleep 30\n  - name: after\n    run: echo after\n"), filepath.Join(o.Dir, "g.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan *Result, 1)
+			go func() { done <- Gate(context.Background(), o, g) }()
+			waitHeld(t, s, "b")
+			time.Sleep(100 * time.Millisecond)
+			if _, err := s.ForceRelease(context.Background(), "b", "op"); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.Exit != ExitLost || r.Code != PhaseLost || !errors.Is(r.Err, ErrLost) {
+				t.Fatalf("result %+v, want exit 75 matching ErrLost", r)
+			}
+			got := []string{r.Phases[0].Result, r.Phases[1].Result}
+			if !slices.Equal(got, []string{PhaseLost, PhaseSkipped}) {
+				t.Errorf("phases %v, want [lease_lost skipped]", got)
+			}
+			if strings.Contains(out.String(), "after") {
+				t.Errorf("a phase ran after the loss: %q", out.String())
+			}
+		})
 	}
 }
 
@@ -196,11 +218,15 @@ func TestWorkEnvReplaces(t *testing.T) {
 // table is searched for it: a pid the test cannot learn cannot hide it.
 func TestGatePhaseLeftoversAreStopped(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out lockedBuffer
-	o := baton(t, s, &out, nil)
-	marker := fmt.Sprintf("leftover-%d-%d", os.Getpid(), time.Now().UnixNano())
-	phases := fmt.Sprintf(`kind: b
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			marker := fmt.Sprintf("leftover-%d-%d", os.Getpid(), time.Now().UnixNano())
+			phases := fmt.Sprintf(`kind: b
 phases:
   - name: starts
     run: |
@@ -210,16 +236,18 @@ phases:
   - name: after
     run: sleep 0.3
 `, marker)
-	g, err := gates.Parse([]byte(phases), filepath.Join(o.Dir, "g.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := Gate(context.Background(), o, g); r.Exit != 0 {
-		t.Fatalf("result %+v", r)
-	}
-	time.Sleep(300 * time.Millisecond) // a late start of the background job
-	for _, p := range withMarker(marker) {
-		t.Errorf("a process of phase one outlived the gate: %s", p)
+			g, err := gates.Parse([]byte(phases), filepath.Join(o.Dir, "g.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := Gate(context.Background(), o, g); r.Exit != 0 {
+				t.Fatalf("result %+v", r)
+			}
+			time.Sleep(300 * time.Millisecond) // a late start of the background job
+			for _, p := range withMarker(marker) {
+				t.Errorf("a process of phase one outlived the gate: %s", p)
+			}
+		})
 	}
 }
 
@@ -296,25 +324,31 @@ func TestSignalDuringReleaseIsHonoured(t *testing.T) {
 // process; nothing of the chain may tick after Command returns.
 func TestWalkingChainIsEnded(t *testing.T) {
 	t.Parallel()
-	s := testStore(t)
-	var out lockedBuffer
-	o := baton(t, s, &out, nil)
-	o.KillGrace = 200 * time.Millisecond
-	walk := filepath.Join(o.Dir, "walk.sh")
-	ticks := filepath.Join(o.Dir, "ticks")
-	script := "trap '' TERM HUP\n[ -e " + o.Dir + "/halt ] && exit 0\necho x >> " + ticks + "\nsh " + walk + " &\nexit 0\n"
-	if err := os.WriteFile(walk, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(o.Dir, "halt"), nil, 0o644) })
-	r := Command(context.Background(), o, []string{"sh", "-c", "sh " + walk + " & sleep 0.3"})
-	if r.Exit != 0 {
-		t.Fatalf("result %+v", r)
-	}
-	n := lines(t, ticks)
-	time.Sleep(300 * time.Millisecond)
-	if m := lines(t, ticks); m != n {
-		t.Errorf("the chain ticked %d more times after the run ended (and the lease was released)", m-n)
+	for _, containment := range containments(t) {
+		t.Run(containment, func(t *testing.T) {
+			t.Parallel()
+			s := testStore(t)
+			var out lockedBuffer
+			o := baton(t, s, &out, nil)
+			o.Containment = containment
+			o.KillGrace = 200 * time.Millisecond
+			walk := filepath.Join(o.Dir, "walk.sh")
+			ticks := filepath.Join(o.Dir, "ticks")
+			script := "trap '' TERM HUP\n[ -e " + o.Dir + "/halt ] && exit 0\necho x >> " + ticks + "\nsh " + walk + " &\nexit 0\n"
+			if err := os.WriteFile(walk, []byte(script), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.WriteFile(filepath.Join(o.Dir, "halt"), nil, 0o644) })
+			r := Command(context.Background(), o, []string{"sh", "-c", "sh " + walk + " & sleep 0.3"})
+			if r.Exit != 0 {
+				t.Fatalf("result %+v", r)
+			}
+			n := lines(t, ticks)
+			time.Sleep(300 * time.Millisecond)
+			if m := lines(t, ticks); m != n {
+				t.Errorf("the chain ticked %d more times after the run ended (and the lease was released)", m-n)
+			}
+		})
 	}
 }
 

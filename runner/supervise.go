@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/durable-lease/durable-lease/internal/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -97,7 +99,7 @@ func guardTimes(ttl, interval, killGrace time.Duration) (margin, watchGrace time
 func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	fds, err := socketpair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "guardian"), os.NewFile(uintptr(fds[1]), "pool-run")
 	defer theirs.Close()
@@ -132,19 +134,36 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	if rolesInMain {
 		role = asGuardianInMain
 	}
+	own := []*os.File{theirs, logf, termf}
+	if fd := s.cont.fd(); fd >= 0 {
+		// The guardian starts the work inside the run's cgroup, through a
+		// descriptor of its own of the directory.
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			mine.Close()
+			return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
+		}
+		cgf := os.NewFile(uintptr(dup), "cgroup")
+		defer cgf.Close()
+		own = append(own, cgf)
+		st.Cgroup = s.cont.Cgroup
+	}
 	cmd := &exec.Cmd{
 		Path: selfExe(), Args: []string{"pool-run (guardian)"},
 		Env:   append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, role, base)),
 		Stdin: w.stdin, Stdout: w.stdout, Stderr: w.stderr,
-		ExtraFiles:  append(extra, theirs, logf, termf),
+		ExtraFiles:  append(extra, own...),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		// A stream that is not a file is copied through a pipe; the
 		// copy must not outlast the work by more than this.
 		WaitDelay: time.Second,
 	}
+	// pool-run is the subreaper above the guardian: if the guardian dies,
+	// what it left of the work comes here to be ended, not to init.
+	_ = becomeSubreaper()
 	if err := cmd.Start(); err != nil {
 		mine.Close()
-		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
 	}
 	w.started()
 	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
@@ -155,7 +174,7 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	}()
 	if err := g.c.send(guardMsg{Op: opStart, Start: st}); err != nil {
 		g.close()
-		return nil, fmt.Errorf("%w: the guardian: %v", ErrStart, err)
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
 	}
 	return g, nil
 }
@@ -202,14 +221,15 @@ type outcome struct {
 // grace, SIGKILL follows; a second kills at once.
 func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time, w *workIO) outcome {
 	var (
-		out        outcome
-		lost       = s.hold.Done()
-		done       = ctx.Done()
-		killAt     <-chan time.Time
-		killT      *time.Timer
-		tstp       = s.tstp
-		suspending <-chan time.Time // Ctrl-Z: waiting for the work to be stopped
-		reconfirm  <-chan time.Time // a renewal after a stop to try again
+		out         outcome
+		lost        = s.hold.Done()
+		done        = ctx.Done()
+		killAt      <-chan time.Time
+		killT       *time.Timer
+		tstp        = s.tstp
+		suspending  <-chan time.Time // Ctrl-Z: waiting for the work to be stopped
+		reconfirm   <-chan time.Time // a renewal after a stop to try again
+		unconfirmed <-chan time.Time // a loss the guardian has not confirmed
 	)
 	defer func() {
 		if killT != nil {
@@ -258,15 +278,16 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 			if !ok {
 				g.msgs = nil
 				<-g.gone
-				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v", g.cmd.Process.Pid, g.err)
-				if g.work > 0 {
-					// What can still be reached: the work's own process
-					// group (its session, led by it). Nobody guards the
-					// lease's deadline for the work any more: no grace,
-					// and it is gone before the release.
-					_ = procgroup.Stop(context.WithoutCancel(ctx), 0, procgroup.New(g.work))
-					out.broken = fmt.Errorf("%w; the work's process group was killed", out.broken)
+				// Nobody guards the lease's deadline for the work any
+				// more: no grace, and it is gone before the release.
+				ended := s.endWithoutGuardian(ctx, g)
+				if out.lost != nil {
+					// The loss is what the run ends with; the guardian,
+					// which did not confirm it, is gone too.
+					fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) ended (%v); %s\n", g.cmd.Process.Pid, g.err, ended)
+					return out
 				}
+				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v; %s", g.cmd.Process.Pid, g.err, ended)
 				return out
 			}
 			switch m.Op {
@@ -277,12 +298,23 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				if m.Left > 0 {
 					fmt.Fprintf(s.o.Log, "pool-run: the work left %d process(es) running; they were ended before the release\n", m.Left)
 				}
+				if m.Escaped > 0 {
+					fmt.Fprintf(s.o.Log, "pool-run: %d process(es) of the work left its cgroup %s for another; they were found below the guardian and ended\n", m.Escaped, s.cont.Cgroup)
+				}
 				if out.lost == nil {
 					out.lost = s.lost()
 				}
+				if out.lost == nil && s.cont.endedByOther() {
+					out.lost = endedError(s.held, nil)
+					fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v\n", s.held, out.lost)
+				}
 				return out
 			case opFailed:
-				out.startErr = fmt.Errorf("%w: %s", ErrStart, m.Why)
+				if m.Internal {
+					out.broken = fmt.Errorf("%w: %s", ErrGuardian, m.Why)
+				} else {
+					out.startErr = fmt.Errorf("%w: %s", ErrStart, m.Why)
+				}
 				return out
 			case opConfirm:
 				confirm()
@@ -296,9 +328,17 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 		case <-lost:
 			lost, out.lost = nil, s.hold.Err()
 			// The lease may be someone else's already: nothing of the
-			// work may run on, not even for a grace.
+			// work may run on, not even for a grace. The cgroup is killed
+			// here and now; the guardian is told too, and if it does not
+			// confirm in time (stopped, starved), pool-run ends the tree
+			// below it itself.
+			s.cont.kill()
 			_ = g.c.send(guardMsg{Op: opKill})
+			unconfirmed = time.After(lossBound)
 			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; killing the work\n", s.held, out.lost)
+		case <-unconfirmed:
+			unconfirmed = nil
+			fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) did not confirm the kill within %s; %s\n", g.cmd.Process.Pid, lossBound, s.endWithoutGuardian(ctx, g))
 		case sig := <-s.o.Signals:
 			interrupt(sig)
 		case <-done:
@@ -323,6 +363,33 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 			confirm()
 		}
 	}
+}
+
+// lossBound is how long pool-run waits for the guardian to confirm that
+// the work is gone after a loss before ending it itself: a guardian that
+// runs kills within milliseconds, so one that has not is stopped,
+// starved or hung.
+const lossBound = 250 * time.Millisecond
+
+// endWithoutGuardian ends the work without its guardian (dead, or not
+// answering): the cgroup at once; without one, the guardian's tree (the
+// guardian too, since it does not answer), the work's process group, and
+// the orphans that come to pool-run, the subreaper above the guardian.
+// It returns what was done, for a message.
+func (s *session) endWithoutGuardian(ctx context.Context, g *guard) string {
+	if s.cont.cg != nil {
+		if err := s.cont.end(); err != nil {
+			return "ending the work's cgroup: " + err.Error()
+		}
+		reapOrphans()
+		return "the work's cgroup was killed"
+	}
+	killTree(g.cmd.Process.Pid)
+	if g.work > 0 {
+		_ = procgroup.Stop(context.WithoutCancel(ctx), 0, procgroup.New(g.work))
+	}
+	reapOrphans()
+	return "the work's process tree was killed"
 }
 
 // confirm renews the lease after pool-run was stopped and lets the work

@@ -5,8 +5,12 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/internal/cgroup"
+	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
 
 // On Linux the guardian is a child subreaper: every process of the work
@@ -220,4 +224,57 @@ func inheritedFiles() []*os.File {
 		}
 	}
 	return filesUpTo(high, open)
+}
+
+// intoCgroup makes a child started with attr begin in the cgroup whose
+// directory is open as fd (clone3 with CLONE_INTO_CGROUP).
+func intoCgroup(attr *syscall.SysProcAttr, fd int) {
+	attr.UseCgroupFD, attr.CgroupFD = true, fd
+}
+
+// cgroupOf is the v2 cgroup of pid ("" when it is gone).
+func cgroupOf(pid int) string { return cgroup.Of(pid) }
+
+// killTree sends SIGKILL to every process below pid (the guardian, which
+// stopped answering), then to pid itself, whose orphans then come to this
+// process, the subreaper above it.
+func killTree(pid int) {
+	for _, p := range descendants(pid, 0) {
+		signalProc(p, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// reapOrphans ends and reaps what came to this process (pool-run, a
+// subreaper) from a guardian that died: every child in a session other
+// than this process's own, since the work runs in sessions of its own
+// and pool-run's own children (the guardian, a store's or a provisioner's
+// programs) never leave its session. It returns when none is left, or
+// procgroup.KillWait after it began.
+func reapOrphans() {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	deadline := time.Now().Add(procgroup.KillWait)
+	for {
+		found := false
+		for _, pid := range childrenOf(self) {
+			if s, err := unix.Getsid(pid); err != nil || s == sid {
+				continue
+			}
+			found = true
+			for _, p := range descendants(pid, 0) {
+				signalProc(p, syscall.SIGKILL)
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+		if !found || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

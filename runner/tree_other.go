@@ -87,3 +87,16 @@ func inheritedFiles() []*os.File {
 	}
 	return filesUpTo(high, open)
 }
+
+// intoCgroup does nothing: there are no cgroups off Linux.
+func intoCgroup(*syscall.SysProcAttr, int) {}
+
+// cgroupOf is "": there are no cgroups off Linux.
+func cgroupOf(int) string { return "" }
+
+// killTree kills the guardian: without /proc its tree cannot be walked;
+// the work's process group is stopped after it.
+func killTree(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
+
+// reapOrphans does nothing: without a subreaper no orphan comes here.
+func reapOrphans() {}

@@ -94,11 +94,27 @@ func Params(dir string) testscript.Params {
 			// The CLIs are this test binary: under -race each of its
 			// exits would otherwise pause a second.
 			env.Vars = append(env.Vars, testrun.RaceEnv())
+			// pool-run's cgroups go in the test binary's scratch cgroup,
+			// not in the real hierarchy.
+			if v := os.Getenv(testrun.EnvCgroupParent); v != "" {
+				env.Vars = append(env.Vars, testrun.EnvCgroupParent+"="+v)
+			}
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond == "etcd" {
+			switch cond {
+			case "etcd":
 				return false, nil
+			case "root":
+				return os.Geteuid() == 0, nil
+			case "cgroup":
+				// pool-run can make cgroups here: the test binary made a
+				// scratch one (root, or a delegated subtree). Under CI
+				// it always can.
+				if os.Getenv(testrun.EnvCgroupParent) == "" && os.Getenv("CI") == "true" {
+					return false, fmt.Errorf("no writable cgroup v2 hierarchy (CI=true: the cgroup path must be tested)")
+				}
+				return os.Getenv(testrun.EnvCgroupParent) != "", nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

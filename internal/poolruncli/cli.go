@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,6 +53,9 @@ type cli struct {
 	ResetCmd     string         `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
 	HealthCmd    string         `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
 	NoPty        bool           `name:"no-pty" help:"Never give the command a pseudo-terminal, even when stdin and stdout are a terminal."`
+	Containment  string         `placeholder:"auto|cgroup|tree" env:"POOL_RUN_CONTAINMENT" help:"How the work is held: a cgroup of its own where one can be made (auto, the default), a cgroup or fail (cgroup), or the guardian's process tree (tree)."`
+	CgroupParent string         `name:"cgroup-parent" placeholder:"DIR" env:"POOL_RUN_CGROUP_PARENT" help:"The cgroup v2 directory to make the run's cgroup in (default: pool-run's own cgroup, where this user may write it)."`
+	Explain      bool           `help:"Say how a run with these flags would hold its work (containment, the shortest TTL it keeps) as JSON, and exit without acquiring anything."`
 
 	Command []string `arg:"" optional:"" passthrough:"partial" placeholder:"-- COMMAND [ARGS...]" help:"The command to run while the lease is held (no shell)."`
 }
@@ -160,6 +164,13 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "pool-run: working directory: %v\n", err)
 		return jsonout.ExitInternal
 	}
+	if c.SummaryJSON != "" {
+		// Judged before anything is acquired: a run never ends by
+		// failing to write where it was told to.
+		if err := checkSummaryPath(abs(cwd, c.SummaryJSON)); err != nil {
+			return usage(stdio.Stderr, err)
+		}
+	}
 	var closeStore func() error
 	o, gate, err := c.options(cwd, args, stdio, &closeStore)
 	if closeStore != nil {
@@ -174,6 +185,9 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		}
 		fmt.Fprintf(stdio.Stderr, "pool-run: %v (%s)\n", err, code)
 		return exit
+	}
+	if c.Explain {
+		return explain(stdio.Stdout, o)
 	}
 	var res *runner.Result
 	if err := runner.CheckAncestors(o, nil); err != nil {
@@ -228,15 +242,68 @@ func report(w io.Writer, r *runner.Result, gate bool) {
 	fmt.Fprintln(w, closingLine(r))
 }
 
+// checkSummaryPath accepts a --summary-json path only where a summary
+// can replace what is there without harm: a regular file, or nothing, in
+// a directory that exists. A device (a --summary-json /dev/null as root
+// would replace the real one), a FIFO, a socket, a directory or a symbolic
+// link at the path, or a missing parent, is a usage error.
+func checkSummaryPath(path string) error {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return cliparse.Usagef("--summary-json %s: the directory %s does not exist", path, dir)
+	}
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return cliparse.Usagef("--summary-json %s: %v", path, err)
+	case st.Mode().IsRegular():
+		return nil
+	}
+	return cliparse.Usagef("--summary-json %s is %s, not a regular file; the summary would replace it", path, fileKind(st.Mode()))
+}
+
+// fileKind names what a mode is, for a message.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// explain prints how a run with o would hold its work, as JSON.
+func explain(w io.Writer, o *runner.Options) int {
+	out := struct {
+		OK            bool               `json:"ok"`
+		Store         string             `json:"store"`
+		Containment   runner.Containment `json:"containment"`
+		MinTTLMinutes float64            `json:"minTtlMinutes"`
+	}{OK: true, Store: o.Store.Where(), Containment: runner.Explain(*o), MinTTLMinutes: runner.MinTTL(*o)}
+	data, _ := json.MarshalIndent(out, "", "  ")
+	fmt.Fprintln(w, string(data))
+	return 0
+}
+
 // writeSummary replaces path with the summary, atomically: a reader sees
-// the old file or the whole new one, and a symlink at path is replaced,
-// not followed.
+// the old file or the whole new one. What is at path was judged before
+// the run (checkSummaryPath), and is judged again now: only a regular
+// file (or nothing) is replaced.
 func writeSummary(path string, r *runner.Result) error {
 	data, err := json.MarshalIndent(summaryOf(r), "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := checkSummaryPath(path); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".pool-run-summary-*")
@@ -272,7 +339,7 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 			return nil, nil, err
 		}
 	} else {
-		if len(c.Command) == 0 {
+		if len(c.Command) == 0 && !c.Explain {
 			return nil, nil, cliparse.Usagef("no command: give one after --, or --gate FILE")
 		}
 	}
@@ -293,8 +360,13 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 	if err != nil {
 		return nil, nil, err
 	}
+	switch c.Containment {
+	case "", runner.ContainAuto, runner.ContainCgroup, runner.ContainTree:
+	default:
+		return nil, nil, cliparse.Usagef("--containment %q: want auto, cgroup or tree", c.Containment)
+	}
 	o := &runner.Options{JobControl: true, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, Signals: stdio.Signals, NoPty: c.NoPty, NoWait: c.NoWait,
-		Queue: progress.New(stdio.Stderr, "pool-run")}
+		Queue: progress.New(stdio.Stderr, "pool-run"), Containment: c.Containment, CgroupParent: c.CgroupParent}
 	if c.WaitMs != nil {
 		if *c.WaitMs == 0 {
 			o.NoWait = true

@@ -170,15 +170,16 @@ func waitExit(t *testing.T, done chan int, within time.Duration) int {
 func TestLossByALapsedTTL(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	// A 600 ms TTL; pool-run is then paused for longer than that, as a
-	// suspended laptop or a stalled VM would be.
-	c, stderr, done := r.startRun("--kind", "b", "--ttl", "0.01", "--kill-grace", "300ms", "--",
+	// A 1.2 s TTL (about the shortest pool-run keeps); pool-run is then
+	// paused for longer than that, as a suspended laptop or a stalled VM
+	// would be.
+	c, stderr, done := r.startRun("--kind", "b", "--ttl", "0.02", "--kill-grace", "300ms", "--",
 		"sh", "-c", "echo $$ > gc.pid; exec sleep 60")
 	r.waitFile("gc.pid")
 	if err := c.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(2400 * time.Millisecond)
 	_ = c.Process.Signal(syscall.SIGCONT)
 	code := waitExit(t, done, 20*time.Second)
 	if code != 75 {

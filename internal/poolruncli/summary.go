@@ -80,6 +80,8 @@ type summary struct {
 	Held   *summaryHeld   `json:"held"`
 	HeldMs int64          `json:"heldMs"`
 	Phases []phaseSummary `json:"phases"`
+	// Containment is how the work was held, for a run that acquired.
+	Containment *runner.Containment `json:"containment,omitempty"`
 }
 
 // summaryHeld is what was held, in a [summary]; never its token.
@@ -102,7 +104,7 @@ type phaseSummary struct {
 
 // summaryOf returns r in its JSON form.
 func summaryOf(r *runner.Result) summary {
-	s := summary{OK: r.Exit == 0, Code: r.Code, Exit: r.Exit, HeldMs: r.HeldFor.Milliseconds(), Phases: []phaseSummary{}}
+	s := summary{OK: r.Exit == 0, Code: r.Code, Exit: r.Exit, HeldMs: r.HeldFor.Milliseconds(), Phases: []phaseSummary{}, Containment: r.Containment}
 	if r.Err != nil {
 		s.Error = r.Err.Error()
 	}

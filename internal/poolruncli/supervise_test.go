@@ -85,6 +85,7 @@ run)
 		setsid) setsid sh "$0" ticker & want=$((want+1)) ;;
 		bg) sh "$0" ticker & want=$((want+1)) ;;
 		port=*) setsid '@PY@' hold_port.py "${a#port=}" </dev/null >/dev/null 2>&1 & want=$((want+1)) ;;
+		escape=*) setsid sh -c 'echo $$ > "$1"/cgroup.procs && exec sh "$2" ticker' sh "${a#escape=}" "$0" & want=$((want+1)) ;;
 		leave) leave=1 ;;
 		say=*) say=${a#say=} ;;
 		exit=*) code=${a#exit=} ;;

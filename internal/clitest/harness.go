@@ -54,7 +54,7 @@ func cli(main mainFunc) func() {
 
 // leakyEnv are variables of the developer's shell that would change what
 // the CLIs do. Scripts must never inherit them.
-var leakyEnv = []string{"LEASE_STORE", "LEASE_OWNER_PATTERN", "LEASE_OWNER", "LEASE_POOL_FILE"}
+var leakyEnv = []string{"LEASE_STORE", "LEASE_OWNER_PATTERN", "LEASE_OWNER", "LEASE_POOL_FILE", "XDG_STATE_HOME"}
 
 // PoisonEnv sets, in this process, every variable of the developer's shell
 // that would change what the CLIs do to a value that breaks every script,

@@ -24,7 +24,7 @@ import (
 
 type globals struct {
 	Pool         string `placeholder:"FILE" env:"LEASE_POOL_FILE" help:"The pool file (JSON): slots and their commands."`
-	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: the pool file's store, else the user's store for this host ($XDG_STATE_HOME/durable-lease/leases or ~/.local/state/durable-lease/leases), the same from every directory, clone and worktree."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
 	Pretty       bool   `help:"Indent the JSON output."`
 	ProvisionCmd string `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command (run on every grant)."`
@@ -128,7 +128,16 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, dirstore.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
+	where, err := dirstore.ResolveStore(named, "", e.cwd)
+	if err != nil {
+		return nil, err
+	}
+	if named == "" {
+		if err := dirstore.CheckCheckoutStore(e.ctx, e.cwd, where, cfg.Kinds(), opts...); err != nil {
+			return nil, err
+		}
+	}
+	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, where, "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,9 @@ func (s *session) environ(home, tmp string) []string {
 		}
 	}
 	env = append(env, "HOME="+home, "TMPDIR="+tmp, "PATH="+s.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// The pools the blocks use are claimed in a registry of the
+		// document's, not in the host's (/tmp).
+		"LEASE_HOST_REGISTRY="+filepath.Join(tmp, "host-registry"),
 		"PGHOST=/nonexistent", "PGCONNECT_TIMEOUT=1", "REDIS_HOST=127.0.0.1", "REDIS_PORT=1",
 		"POOL_WAITER_TIMEOUT_MS=120000")
 	return append(env, s.goSettings()...)
@@ -248,7 +251,7 @@ func (s *session) runDoc(t *testing.T, name, doc string, etcd func() string) err
 
 	tmp := t.TempDir()
 	dir, home, tmpdir := filepath.Join(tmp, "clone"), filepath.Join(tmp, "home"), filepath.Join(tmp, "tmp")
-	for _, d := range []string{home, tmpdir} {
+	for _, d := range []string{home, tmpdir, filepath.Join(tmpdir, "host-registry")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}

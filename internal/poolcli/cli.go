@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -144,8 +145,8 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	// An open pool's connection, if any, ends with the process; a store
 	// that refuses pools (a git store, whose scratch repository does not
 	// end with the process) is closed at once.
-	if named == "" {
-		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
+	if dir := store.Dir(); dir != "" {
+		if err := dirpool.ClaimHostStore(dirpool.RegistryFrom(os.Getenv), cfg, dir, named == "", time.Now(), !e.readOnly); err != nil {
 			_ = closeStore()
 			return nil, err
 		}

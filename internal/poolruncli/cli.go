@@ -412,8 +412,8 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 		o.Kind, o.TTLMinutes = kind, ttl
 		return o, g, nil
 	}
-	if named == "" {
-		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), true); err != nil {
+	if dir := store.Dir(); dir != "" {
+		if err := dirpool.ClaimHostStore(dirpool.RegistryFrom(os.Getenv), cfg, dir, named == "", time.Now(), true); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -257,3 +257,36 @@ func TestAnotherUserCannotPlantAClaim(t *testing.T) {
 	}
 	conflictNamed(t, "nobody after root", nobodySide.run(t, "pool", "--pool", "pool.json", "acquire", "--owner", "nobody-ci", "--no-wait"), true, "root (uid 0)")
 }
+
+// pool-run takes the project's pool file, durable-lease-pool.json, when
+// nothing names what to hold, and its commands run as the caller: one
+// that another user put where it is looked for (here a sticky directory
+// every user can write, as /tmp is, run from outside git) is refused,
+// and nothing of it runs.
+func TestPlantedPoolFileIsNotRun(t *testing.T) {
+	needRoot(t)
+	top := scratch(t)
+	if err := os.Chmod(top, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(scratch(t), "ran")
+	mustRun(t, asNobody, top, nil, "sh", "-c", `printf '%s' "$1" > durable-lease-pool.json`, "sh",
+		`{"store": "s", "slots": [{"id": 1}], "provision": "touch `+marker+`"}`)
+	r := run(t, nil, top, 0o022, []string{"HOME=" + scratch(t)}, "pool-run", "--", "true")
+	if r.exit != 2 || !strings.Contains(r.stderr, "belongs to uid 65534 (you are uid 0): its commands would run as you") {
+		t.Errorf("root's pool-run beside nobody's pool file: exit %d, want 2 naming the owner\n%s", r.exit, r.stderr)
+	}
+	// A link of nobody's at the name, to a file of root's, is refused too.
+	own := filepath.Join(scratch(t), "pool.json")
+	if err := os.WriteFile(own, []byte(`{"store": "s", "slots": [{"id": 1}], "provision": "touch `+marker+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, asNobody, top, nil, "rm", "durable-lease-pool.json")
+	mustRun(t, asNobody, top, nil, "ln", "-s", own, "durable-lease-pool.json")
+	if r := run(t, nil, top, 0o022, []string{"HOME=" + scratch(t)}, "pool-run", "--", "true"); r.exit != 2 || !strings.Contains(r.stderr, "belongs to uid 65534") {
+		t.Errorf("root's pool-run beside nobody's link: exit %d, want 2\n%s", r.exit, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the planted pool file's provision ran")
+	}
+}

@@ -35,7 +35,7 @@ import (
 
 type cli struct {
 	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then ci-local)."`
-	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE)."`
+	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE, then the nearest durable-lease-pool.json from the working directory up to the top of its repository)."`
 	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
 	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
 	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: the pool file's store, else the user's store for this host ($XDG_STATE_HOME/durable-lease/leases or ~/.local/state/durable-lease/leases), the same from every directory, clone and worktree."`
@@ -316,7 +316,16 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 	case os.Getenv("LEASE_POOL_FILE") != "":
 		poolFile = abs(cwd, os.Getenv("LEASE_POOL_FILE"))
 	default:
-		return nil, nil, cliparse.Usagef("nothing to hold: pass --pool FILE or --kind KIND (or set LEASE_POOL_FILE)")
+		found, err := findPoolFile(cwd)
+		if err != nil {
+			return nil, nil, err
+		}
+		if found == "" {
+			return nil, nil, cliparse.Usagef("nothing to hold: pass --pool FILE or --kind KIND, set LEASE_POOL_FILE, "+
+				"or put the project's pool file, %s, in this directory or one above it in the repository", PoolFileName)
+		}
+		fmt.Fprintf(stdio.Stderr, "pool-run: pool file %s (found from the working directory; --pool names another)\n", found)
+		poolFile = found
 	}
 	if kind != "" && !lease.ValidKind(kind) {
 		return nil, nil, cliparse.Usagef("--kind %q must match %s", kind, lease.KindPattern)

@@ -91,6 +91,17 @@ type env struct {
 	// top): on a default store it is checked against the host registry
 	// but never claims the pool there.
 	readOnly bool
+	// takes marks a verb that takes a slot's lease or the queue's
+	// ([takingVerbs]), which the Node tool's store of the checkout must
+	// not hold (dirstore.CheckCheckoutStore).
+	takes bool
+}
+
+// takingVerbs are the verbs that take a slot (or run a slot's commands
+// holding its lease) rather than read, keep or give back what they hold.
+var takingVerbs = map[string]bool{
+	"acquire": true, "request": true, "enqueue": true, "try-grant": true, "waiter": true,
+	"reprovision": true, "quarantine": true, "unquarantine": true, "pump": true,
 }
 
 // openRead is open for a verb that only reads the pool.
@@ -133,7 +144,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if named == "" {
+	if named == "" && e.takes {
 		if err := dirstore.CheckCheckoutStore(e.ctx, e.cwd, where, cfg.Kinds(), opts...); err != nil {
 			return nil, err
 		}
@@ -197,7 +208,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
 	}
-	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args}
+	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args, takes: takingVerbs[cmd.Name]}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
 		return fail(stdout, stderr, c.Pretty, shell, err)

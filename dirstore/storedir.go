@@ -1,7 +1,6 @@
 package dirstore
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -157,17 +157,20 @@ func checkoutOfGitFile(worktree, dotgit string) string {
 	return filepath.Dir(common)
 }
 
+// maxPointerBytes bounds a .git or commondir file (a path and a newline).
+const maxPointerBytes = 64 << 10
+
 // readPointer returns the first line of file with prefix removed and
-// surrounding space trimmed, or "" if the file is missing or does not start
-// with prefix.
+// surrounding space trimmed, or "" if the file is missing, is not a
+// regular file (a FIFO someone left at a .git on the way up must not
+// block the command), is over its bound or does not start with prefix.
 func readPointer(file, prefix string) string {
-	f, err := os.Open(file)
+	data, err := storefile.ReadUserFile(file, maxPointerBytes)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
-	line = strings.TrimRight(line, "\r\n")
+	line, _, _ := strings.Cut(string(data), "\n")
+	line = strings.TrimRight(line, "\r")
 	if !strings.HasPrefix(line, prefix) {
 		return ""
 	}

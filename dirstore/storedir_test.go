@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tempBase is a fresh directory with symlinks resolved, so paths git writes
@@ -271,5 +273,26 @@ func TestUserStoreDir(t *testing.T) {
 				t.Errorf("UserStoreDir = %q, %v; want %s", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// A FIFO at a .git on the way up (anyone can make one in a sticky /tmp)
+// does not block finding the checkout store: it is no pointer file.
+func TestCheckoutStoreDirPastAFIFO(t *testing.T) {
+	base := tempBase(t)
+	dir := filepath.Join(base, "work")
+	mkdirs(t, dir)
+	if err := syscall.Mkfifo(filepath.Join(base, ".git"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() { done <- CheckoutStoreDir(dir) }()
+	select {
+	case got := <-done:
+		if got != store(base) {
+			t.Errorf("CheckoutStoreDir = %s, want %s (the FIFO's directory, as for any unreadable .git file)", got, store(base))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CheckoutStoreDir blocked on a FIFO at .git")
 	}
 }

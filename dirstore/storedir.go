@@ -23,7 +23,8 @@ const UserStoreSubdir = "leases"
 // ErrNoDefaultStore reports a command that needs the default store where
 // there is none: neither XDG_STATE_HOME nor HOME says where the user's
 // state is. Nothing was read or written.
-var ErrNoDefaultStore = fmt.Errorf("%w: no default store", lease.ErrInvalid)
+// It comes wrapped with [lease.ErrInvalid]: a usage error, exit 2.
+var ErrNoDefaultStore = errors.New("lease: no default store")
 
 // ResolveStore picks the store directory: flag if set, else env
 // (LEASE_STORE's value), else [UserStoreDir], the same for every
@@ -65,10 +66,10 @@ func StateDir(getenv func(string) string) (string, error) {
 	}
 	home := getenv("HOME")
 	if home == "" || !filepath.IsAbs(home) {
-		return "", fmt.Errorf("%w: neither XDG_STATE_HOME nor HOME is set to an absolute directory, and the default store is under it; name a store with --store or LEASE_STORE", ErrNoDefaultStore)
+		return "", fmt.Errorf("%w: %w: neither XDG_STATE_HOME nor HOME is set to an absolute directory, and the default store is under it; name a store with --store or LEASE_STORE", lease.ErrInvalid, ErrNoDefaultStore)
 	}
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%w: HOME=%s is not a directory, and the default store is under it; name a store with --store or LEASE_STORE", ErrNoDefaultStore, home)
+		return "", fmt.Errorf("%w: %w: HOME=%s is not a directory, and the default store is under it; name a store with --store or LEASE_STORE", lease.ErrInvalid, ErrNoDefaultStore, home)
 	}
 	return filepath.Join(filepath.Clean(home), ".local", "state", "durable-lease"), nil
 }

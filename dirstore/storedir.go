@@ -24,7 +24,7 @@ const UserStoreSubdir = "leases"
 // there is none: neither XDG_STATE_HOME nor HOME says where the user's
 // state is. Nothing was read or written.
 // It comes wrapped with [lease.ErrInvalid]: a usage error, exit 2.
-var ErrNoDefaultStore = errors.New("lease: no default store")
+var ErrNoDefaultStore = errors.New("no default store")
 
 // ResolveStore picks the store directory: flag if set, else env
 // (LEASE_STORE's value), else [UserStoreDir], the same for every

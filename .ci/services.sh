@@ -3,7 +3,11 @@
 # (internal/hooktest) and for trying examples/hooks by hand.
 #
 #   .ci/services.sh start     start both (a no-op for one already running)
-#   .ci/services.sh env       print the export lines the tests read
+#   .ci/services.sh env       print the export lines the hooks read (PGHOST,
+#                             PGPORT, PGUSER, REDIS_HOST, REDIS_PORT) and
+#                             those the tests read (DL_TEST_*)
+#   .ci/services.sh test-env  print the tests' lines only (what .ci/run
+#                             exports, so that no other test reaches them)
 #   .ci/services.sh status    exit 0 when both answer
 #   .ci/services.sh stop      stop both and delete their data
 #
@@ -141,7 +145,8 @@ stop() {
   rm -rf "$DIR_"
 }
 
-env_lines() {
+# test_env_lines: the servers under the names internal/hooktest reads.
+test_env_lines() {
   cat <<EOF
 export DL_TEST_PGHOST=$HOST_
 export DL_TEST_PGPORT=$PGPORT_
@@ -149,6 +154,19 @@ export DL_TEST_PGUSER=$PGSUPER_
 export DL_TEST_REDIS_HOST=$HOST_
 export DL_TEST_REDIS_PORT=$REDISPORT_
 EOF
+}
+
+# env_lines: the same under the names the example hooks, provisioner and
+# gate read (libpq's own, and REDIS_HOST and REDIS_PORT), then the tests'.
+env_lines() {
+  cat <<EOF
+export PGHOST=$HOST_
+export PGPORT=$PGPORT_
+export PGUSER=$PGSUPER_
+export REDIS_HOST=$HOST_
+export REDIS_PORT=$REDISPORT_
+EOF
+  test_env_lines
 }
 
 status() {
@@ -163,6 +181,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   env) env_lines ;;
+  test-env) test_env_lines ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|env|test-env|status" >&2; exit 2 ;;
 esac

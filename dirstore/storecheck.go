@@ -265,15 +265,29 @@ func (db *accountDB) privateGroup(gid, owner uint32) bool {
 	return true
 }
 
+// GitIgnoreName is the file that keeps a store made inside a git working
+// tree (LEASE_STORE=logs/leases, a pool file's relative "store") out of
+// git status and out of commits, with no step of the user's: it ignores
+// everything in the directory, itself included. Like every name that
+// starts with a dot it is no lease, for this tool and the Node tool.
+const GitIgnoreName = ".gitignore"
+
+const gitIgnoreAll = "# Made by durable-lease: a lease store is never committed.\n*\n"
+
 // makeStoreDir creates the store directory dir, mode 0700 whatever the
 // umask, with its parents as the umask makes them. If something else made
-// it first, it is judged like any store found on disk.
+// it first, it is judged like any store found on disk. A store it makes
+// inside a git working tree gets a .gitignore of "*" (see [GitIgnoreName]).
 func makeStoreDir(dir string) (storefile.Perm, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o777); err != nil {
 		return storefile.Private, err
 	}
 	err := storefile.Mkdir(dir, storefile.Private)
 	if err == nil {
+		if WorktreeTop(filepath.Dir(dir)) != "" {
+			// Best effort: a store without it works all the same.
+			_ = storefile.WriteNew(filepath.Join(dir, GitIgnoreName), []byte(gitIgnoreAll), storefile.Private)
+		}
 		return storefile.Private, nil
 	}
 	if !errors.Is(err, fs.ErrExist) {

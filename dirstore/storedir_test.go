@@ -1,11 +1,14 @@
 package dirstore
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tempBase is a fresh directory with symlinks resolved, so paths git writes
@@ -30,7 +33,7 @@ func mkdirs(t *testing.T, paths ...string) {
 
 func store(dir string) string { return filepath.Join(dir, "logs", "leases") }
 
-func TestDefaultStoreDirLayouts(t *testing.T) {
+func TestCheckoutStoreDirLayouts(t *testing.T) {
 	tests := []struct {
 		name string
 		// build lays out a tree under base and returns the directory to
@@ -125,19 +128,19 @@ func TestDefaultStoreDirLayouts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			from, want := tt.build(t, tempBase(t))
-			if got := DefaultStoreDir(from); got != store(want) {
-				t.Errorf("DefaultStoreDir(%s) = %s, want %s", from, got, store(want))
+			if got := CheckoutStoreDir(from); got != store(want) {
+				t.Errorf("CheckoutStoreDir(%s) = %s, want %s", from, got, store(want))
 			}
 		})
 	}
 }
 
-func TestDefaultStoreDirRelative(t *testing.T) {
+func TestCheckoutStoreDirRelative(t *testing.T) {
 	base := tempBase(t)
 	mkdirs(t, filepath.Join(base, "repo", ".git"), filepath.Join(base, "repo", "sub"))
 	t.Chdir(filepath.Join(base, "repo", "sub"))
-	if got, want := DefaultStoreDir("."), store(filepath.Join(base, "repo")); got != want {
-		t.Errorf("DefaultStoreDir(.) = %s, want %s", got, want)
+	if got, want := CheckoutStoreDir("."), store(filepath.Join(base, "repo")); got != want {
+		t.Errorf("CheckoutStoreDir(.) = %s, want %s", got, want)
 	}
 }
 
@@ -159,7 +162,7 @@ func gitRun(t *testing.T, dir string, args ...string) {
 	}
 }
 
-func TestDefaultStoreDirRealWorktree(t *testing.T) {
+func TestCheckoutStoreDirRealWorktree(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not on PATH")
 	}
@@ -179,14 +182,20 @@ func TestDefaultStoreDirRealWorktree(t *testing.T) {
 	gitRun(t, other, "init", "-q")
 
 	want := store(main)
+	home := filepath.Join(base, "home")
+	mkdirs(t, home)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	user := filepath.Join(home, ".local", "state", "durable-lease", "leases")
 	froms := []string{main, filepath.Join(main, "pkg", "deep"), wt, filepath.Join(wt, "sub", "dir")}
 	check := func(t *testing.T) {
 		for _, from := range froms {
-			if got := DefaultStoreDir(from); got != want {
-				t.Errorf("DefaultStoreDir(%s) = %s, want the main checkout's %s", from, got, want)
+			if got := CheckoutStoreDir(from); got != want {
+				t.Errorf("CheckoutStoreDir(%s) = %s, want the main checkout's %s", from, got, want)
 			}
-			if got := ResolveStore("", "", from); got != want {
-				t.Errorf("ResolveStore(\"\", \"\", %s) = %s, want %s", from, got, want)
+			// The default store is the user's, whatever the directory.
+			if got, err := ResolveStore("", "", from); err != nil || got != user {
+				t.Errorf("ResolveStore(\"\", \"\", %s) = %s, %v; want the user's store %s", from, got, err, user)
 			}
 		}
 	}
@@ -209,10 +218,13 @@ func TestResolveStore(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	mkdirs(t, filepath.Join(repo, ".git"), filepath.Join(repo, "sub"))
 	cwd := filepath.Join(repo, "sub")
+	mkdirs(t, filepath.Join(base, "home"))
+	t.Setenv("HOME", filepath.Join(base, "home"))
+	t.Setenv("XDG_STATE_HOME", "")
 	tests := []struct {
 		name, flag, env, want string
 	}{
-		{"default", "", "", store(repo)},
+		{"default: the user's store, not the checkout's", "", "", filepath.Join(base, "home", ".local", "state", "durable-lease", "leases")},
 		{"env absolute", "", "/srv/leases", "/srv/leases"},
 		{"env relative to cwd", "", "shared/leases", filepath.Join(cwd, "shared", "leases")},
 		{"flag absolute", "/var/leases", "", "/var/leases"},
@@ -223,9 +235,64 @@ func TestResolveStore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ResolveStore(tt.flag, tt.env, cwd); got != tt.want {
-				t.Errorf("ResolveStore(%q, %q, cwd) = %s, want %s", tt.flag, tt.env, got, tt.want)
+			if got, err := ResolveStore(tt.flag, tt.env, cwd); err != nil || got != tt.want {
+				t.Errorf("ResolveStore(%q, %q, cwd) = %s, %v; want %s", tt.flag, tt.env, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestUserStoreDir: the default store is under XDG_STATE_HOME when that
+// is absolute, else under an existing HOME; with neither there is none,
+// and the error says how to name one.
+func TestUserStoreDir(t *testing.T) {
+	base := tempBase(t)
+	home := filepath.Join(base, "home")
+	mkdirs(t, home)
+	writeFile(t, base, "afile", "not a directory")
+	tests := []struct {
+		name, xdg, home, want string
+	}{
+		{"HOME", "", home, filepath.Join(home, ".local", "state", "durable-lease", "leases")},
+		{"XDG_STATE_HOME beats HOME", "/srv/state", home, "/srv/state/durable-lease/leases"},
+		{"XDG_STATE_HOME need not exist yet", filepath.Join(base, "nostate"), "", filepath.Join(base, "nostate", "durable-lease", "leases")},
+		{"a relative XDG_STATE_HOME is ignored", "state", home, filepath.Join(home, ".local", "state", "durable-lease", "leases")},
+		{"no HOME", "", "", ""},
+		{"a relative HOME", "", "home", ""},
+		{"a HOME that does not exist", "", filepath.Join(base, "gone"), ""},
+		{"a HOME that is a file", "", filepath.Join(base, "afile"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"XDG_STATE_HOME": tt.xdg, "HOME": tt.home}
+			got, err := UserStoreDir(func(k string) string { return env[k] })
+			switch {
+			case tt.want == "" && (err == nil || !errors.Is(err, ErrNoDefaultStore) || !strings.Contains(err.Error(), "LEASE_STORE")):
+				t.Errorf("UserStoreDir = %q, %v; want ErrNoDefaultStore naming LEASE_STORE", got, err)
+			case tt.want != "" && (err != nil || got != tt.want):
+				t.Errorf("UserStoreDir = %q, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// A FIFO at a .git on the way up (anyone can make one in a sticky /tmp)
+// does not block finding the checkout store: it is no pointer file.
+func TestCheckoutStoreDirPastAFIFO(t *testing.T) {
+	base := tempBase(t)
+	dir := filepath.Join(base, "work")
+	mkdirs(t, dir)
+	if err := syscall.Mkfifo(filepath.Join(base, ".git"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() { done <- CheckoutStoreDir(dir) }()
+	select {
+	case got := <-done:
+		if got != store(base) {
+			t.Errorf("CheckoutStoreDir = %s, want %s (the FIFO's directory, as for any unreadable .git file)", got, store(base))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CheckoutStoreDir blocked on a FIFO at .git")
 	}
 }

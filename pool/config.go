@@ -535,6 +535,16 @@ func errText(err error) string {
 	return err.Error()
 }
 
+// Kinds are the leases the pool's commands take: its queue lock and each
+// slot's.
+func (c *Config) Kinds() []string {
+	kinds := []string{c.QueueLockKind}
+	for _, s := range c.Slots {
+		kinds = append(kinds, s.Kind)
+	}
+	return kinds
+}
+
 // Identity names a pool on a host for dirpool.ClaimHostStore: its name and its
 // slots (ids, kinds and attributes, the ports and databases they hand
 // out). Two pool files that say the same give the same identity.

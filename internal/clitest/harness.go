@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -54,7 +55,7 @@ func cli(main mainFunc) func() {
 
 // leakyEnv are variables of the developer's shell that would change what
 // the CLIs do. Scripts must never inherit them.
-var leakyEnv = []string{"LEASE_STORE", "LEASE_OWNER_PATTERN", "LEASE_OWNER", "LEASE_POOL_FILE"}
+var leakyEnv = []string{"LEASE_STORE", "LEASE_OWNER_PATTERN", "LEASE_OWNER", "LEASE_POOL_FILE", "XDG_STATE_HOME", "LEASE_HOST_REGISTRY"}
 
 // PoisonEnv sets, in this process, every variable of the developer's shell
 // that would change what the CLIs do to a value that breaks every script,
@@ -99,6 +100,13 @@ func Params(dir string) testscript.Params {
 			if v := os.Getenv(testrun.EnvCgroupParent); v != "" {
 				env.Vars = append(env.Vars, testrun.EnvCgroupParent+"="+v)
 			}
+			// Each script's pools are claimed in a host registry of its
+			// own, never the host's (/tmp), which a script may change.
+			reg := filepath.Join(env.WorkDir, ".host-registry")
+			if err := os.Mkdir(reg, 0o700); err != nil {
+				return err
+			}
+			env.Vars = append(env.Vars, "LEASE_HOST_REGISTRY="+reg)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

@@ -26,6 +26,7 @@
 // status=$?" and a case on $status), never hidden behind "|| echo". A
 // failing block fails the test with its document, line, text and output;
 // the blocks after it do not run. Each document runs in a copy of its own
-// with a HOME, a TMPDIR and stores of its own, and must leave no lease held
-// in them when it ends.
+// with a HOME, a TMPDIR (the README none: its blocks must run where
+// TMPDIR is unset), a host registry and stores of its own, and must leave
+// no lease held in them when it ends.
 package doctest

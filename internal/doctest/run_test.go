@@ -106,10 +106,11 @@ func (s *session) goSettings() []string {
 var dropped = []string{"LEASE_", "POOL_", "DURABLE_LEASE_", "PG", "REDIS_", "GIT_", "XDG_", "GOBIN=", "GOFLAGS=", "CGO_ENABLED="}
 
 // environ is a document's environment: the caller's without dropped, a
-// HOME and TMPDIR of its own, the commands first on PATH, and servers
-// that cannot be reached, so that the examples' provisioners never touch
-// a PostgreSQL or Redis of the caller's.
-func (s *session) environ(home, tmp string) []string {
+// HOME, a TMPDIR (none when tmp is "": the README promises its blocks
+// need none) and a host registry of its own, the commands first on PATH,
+// and servers that cannot be reached, so that the examples' provisioners
+// never touch a PostgreSQL or Redis of the caller's.
+func (s *session) environ(home, tmp, registry string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		keep := true
@@ -122,7 +123,13 @@ func (s *session) environ(home, tmp string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "HOME="+home, "TMPDIR="+tmp, "PATH="+s.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+	if tmp != "" {
+		env = append(env, "TMPDIR="+tmp)
+	}
+	env = append(env, "HOME="+home, "PATH="+s.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// The pools the blocks use are claimed in a registry of the
+		// document's, not in the host's (/tmp).
+		"LEASE_HOST_REGISTRY="+registry,
 		"PGHOST=/nonexistent", "PGCONNECT_TIMEOUT=1", "REDIS_HOST=127.0.0.1", "REDIS_PORT=1",
 		"POOL_WAITER_TIMEOUT_MS=120000")
 	return append(env, s.goSettings()...)
@@ -247,8 +254,8 @@ func (s *session) runDoc(t *testing.T, name, doc string, etcd func() string) err
 	}
 
 	tmp := t.TempDir()
-	dir, home, tmpdir := filepath.Join(tmp, "clone"), filepath.Join(tmp, "home"), filepath.Join(tmp, "tmp")
-	for _, d := range []string{home, tmpdir} {
+	dir, home, tmpdir, registry := filepath.Join(tmp, "clone"), filepath.Join(tmp, "home"), filepath.Join(tmp, "tmp"), filepath.Join(tmp, "host-registry")
+	for _, d := range []string{home, tmpdir, registry} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
@@ -276,7 +283,10 @@ func (s *session) runDoc(t *testing.T, name, doc string, etcd func() string) err
 	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", scriptFile)
-	cmd.Dir, cmd.Env = dir, s.environ(home, tmpdir)
+	if name == "README.md" {
+		tmpdir = "" // as on a fresh machine: the blocks use mktemp, which needs no TMPDIR
+	}
+	cmd.Dir, cmd.Env = dir, s.environ(home, tmpdir, registry)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, log, log
 	cmd.ExtraFiles = []*os.File{marks}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

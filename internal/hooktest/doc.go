@@ -22,9 +22,10 @@
 //	                                                 .ci/tools/node_modules, then PATH)
 //
 // The tests hand them to the programs they start as PGHOST, PGPORT, PGUSER,
-// REDIS_HOST and REDIS_PORT, the names the example provisioner reads; they
-// are not exported under those names by .ci/run itself, so that no other
-// package's tests reach these servers by accident.
+// REDIS_HOST and REDIS_PORT, the names the example provisioner reads.
+// .ci/services.sh env prints both sets (the hooks' names, to try the hooks
+// by hand); .ci/run exports only the DL_TEST_ ones (services.sh test-env),
+// so that no other package's tests reach these servers by accident.
 //
 // A test whose service or program is missing (a variable unset, a server
 // not answering, psql, redis-cli, git, lefthook or pre-commit not found) is

@@ -171,11 +171,16 @@ func cleanEnv(extra ...string) []string {
 }
 
 // isolatedEnv is an environment with its own HOME, git configuration,
-// pre-commit cache and lease store, all under dir, plus extra.
+// pre-commit cache, lease store and host registry, all under dir, plus
+// extra.
 func isolatedEnv(t *testing.T, dir string, extra ...string) []string {
 	t.Helper()
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	registry := filepath.Join(dir, "host-registry")
+	if err := os.MkdirAll(registry, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	gitconfig := filepath.Join(dir, "gitconfig")
@@ -189,6 +194,7 @@ func isolatedEnv(t *testing.T, dir string, extra ...string) []string {
 		"XDG_CACHE_HOME=" + filepath.Join(dir, "cache"),
 		"PRE_COMMIT_HOME=" + filepath.Join(dir, "pre-commit"),
 		"LEASE_STORE=" + filepath.Join(dir, "store"),
+		"LEASE_HOST_REGISTRY=" + registry,
 	}, extra...)...)
 }
 

@@ -204,3 +204,100 @@ func TestMergeBatonAcrossClones(t *testing.T) {
 		}
 	}
 }
+
+// TestOneBatonFromEveryDirectory: with no LEASE_STORE, the merge-baton
+// hook, pool-run --kind merge-baton and lease all use the user's store
+// for the host, so the baton the hook holds in a linked worktree of one
+// clone is the baton lease and pool-run see from the main checkout,
+// from a second clone and from a directory outside git: lease status
+// shows its holder and the command it runs, quoted as it was given.
+func TestOneBatonFromEveryDirectory(t *testing.T) {
+	needProgram(t, "git", "apt-get install -y git")
+	dir := t.TempDir()
+	var env []string
+	for _, kv := range isolatedEnv(t, dir) {
+		if !strings.HasPrefix(kv, "LEASE_STORE=") {
+			env = append(env, kv)
+		}
+	}
+	baton := filepath.Join(dir, "merge-baton")
+	copyExample(t, "merge-baton", baton, 0o755)
+	origin := filepath.Join(dir, "origin")
+	must(t, dir, env, "git", "init", "-q", origin)
+	writeFile(t, filepath.Join(origin, "a.txt"), "a\n", 0o644)
+	must(t, origin, env, "git", "add", "-A")
+	must(t, origin, env, "git", "commit", "-q", "-m", "a")
+	a, b := filepath.Join(dir, "clone-a"), filepath.Join(dir, "clone-b")
+	must(t, dir, env, "git", "clone", "-q", origin, a)
+	must(t, dir, env, "git", "clone", "-q", origin, b)
+	wt := filepath.Join(dir, "wt-a")
+	must(t, a, env, "git", "worktree", "add", "-q", "-b", "topic", wt)
+	outside := filepath.Join(dir, "plain")
+	writeFile(t, filepath.Join(outside, "x"), "", 0o644)
+
+	holding, release := filepath.Join(dir, "holding"), filepath.Join(dir, "release")
+	ctx, cancel := context.WithTimeout(context.Background(), programTimeout)
+	var running sync.WaitGroup
+	defer func() {
+		_ = os.WriteFile(release, nil, 0o644)
+		cancel()
+		running.Wait()
+	}()
+	// A command whose words need quoting: a script with spaces, quotes
+	// and a semicolon, an empty word and a word with a single quote.
+	script := `: > "$HOLDING"; while [ ! -e "$RELEASE" ]; do sleep 0.05; done`
+	holder := exec.CommandContext(ctx, baton, "--", "sh", "-c", script, "", "it's")
+	holder.Dir = wt
+	holder.Env = append(env, "HOLDING="+holding, "RELEASE="+release)
+	var holderErr syncBuffer
+	holder.Stderr = &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	running.Add(1)
+	go func() { defer running.Done(); _ = holder.Wait() }()
+	if !waitFor(20*time.Second, func() bool { return fileExists(holding) }) {
+		t.Fatalf("the hook never got the baton:\n%s", holderErr.String())
+	}
+
+	wantCommand := `sh -c '` + script + `' '' 'it'\''s'`
+	for _, from := range []string{wt, a, b, outside} {
+		var st struct {
+			State  string `json:"state"`
+			Holder string `json:"holder"`
+			Record struct {
+				Payload struct {
+					Command string `json:"command"`
+				} `json:"payload"`
+			} `json:"record"`
+		}
+		out := must(t, from, env, "lease", "status", "--kind", "merge-baton")
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("lease status in %s: %v\n%s", from, err, out)
+		}
+		if st.State != "held" || st.Holder != "merge@wt-a" || st.Record.Payload.Command != wantCommand {
+			t.Errorf("lease status in %s: %s\nwant held by merge@wt-a running %s", from, out, wantCommand)
+		}
+	}
+	// The payload's command reads back, in sh, as the very words run.
+	r := runIn(t, dir, env, "sh", "-c", `eval "set -- $1"; printf '[%s]' "$@"`, "sh", wantCommand)
+	if want := "[sh][-c][" + script + "][][it's]"; r.stdout != want {
+		t.Errorf("the payload's command reads back as %s, want %s (%v)", r.stdout, want, r.err)
+	}
+
+	// Nobody else takes it, from anywhere.
+	if r := runIn(t, b, env, "lease", "acquire", "--kind", "merge-baton", "--owner", "agent-8", "--ttl", "1"); r.exitCode() != 1 || !strings.Contains(r.stdout, `"code":"held"`) {
+		t.Errorf("lease acquire in clone b: exit %d %s, want 1, held", r.exitCode(), r.stdout)
+	}
+	if r := runIn(t, a, env, "pool-run", "--kind", "merge-baton", "--owner", "agent-7", "--no-wait", "--", "true"); r.exitCode() != 1 || !strings.Contains(r.stderr, `"merge@wt-a"`) {
+		t.Errorf("pool-run --kind merge-baton in clone a: exit %d, want 1 naming the hook's holder\n%s", r.exitCode(), r.stderr)
+	}
+	if r := runIn(t, outside, env, "pool-run", "--kind", "merge-baton", "--owner", "agent-9", "--no-wait", "--", "true"); r.exitCode() != 1 {
+		t.Errorf("pool-run --kind merge-baton outside git: exit %d, want 1\n%s", r.exitCode(), r.stderr)
+	}
+	for _, c := range []string{a, b, wt, outside} {
+		if fileExists(filepath.Join(c, "logs")) {
+			t.Errorf("%s has a store of its own", c)
+		}
+	}
+}

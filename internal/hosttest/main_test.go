@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,6 +100,37 @@ func scratch(t *testing.T) string {
 	return dir
 }
 
+var (
+	registriesMu sync.Mutex
+	registries   = map[*testing.T]string{}
+)
+
+// registry is the host registry of t's commands: a directory of its own
+// that, as /tmp, every user can write and whose sticky bit keeps each
+// user's entries the user's (the host's /tmp is never used).
+func registry(t *testing.T) string {
+	t.Helper()
+	registriesMu.Lock()
+	defer registriesMu.Unlock()
+	if d, ok := registries[t]; ok {
+		return d
+	}
+	d := filepath.Join(scratch(t), "registry")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	registries[t] = d
+	t.Cleanup(func() {
+		registriesMu.Lock()
+		delete(registries, t)
+		registriesMu.Unlock()
+	})
+	return d
+}
+
 // user is who runs a command: nil for this process's user, else a uid
 // and gid.
 type user *syscall.Credential
@@ -135,7 +167,7 @@ func run(t *testing.T, u user, dir string, umask int, env []string, name string,
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf("umask %03o && exec \"$@\"", umask), "sh", prog}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C"}, env...)
+	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C", "LEASE_HOST_REGISTRY=" + registry(t)}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if u != nil {

@@ -26,7 +26,7 @@ import (
 )
 
 type globals struct {
-	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases on a git remote). Default: logs/leases under the main checkout of the current git repository (shared by all its worktrees), or ./logs/leases outside git."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases on a git remote). Default: the user's store for this host, $XDG_STATE_HOME/durable-lease/leases or ~/.local/state/durable-lease/leases, the same from every directory, clone and worktree."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
 	Pretty       bool   `help:"Indent the JSON output."`
 	RevealTokens bool   `name:"reveal-tokens" help:"Print tokens in full where they are otherwise shown as sha256: fingerprints (status, list, reconcile, reap, a forced release, a refusal). Whoever reads such output can heartbeat or release those leases: for tools that need records as stored, such as a conformance suite, never for logs."`
@@ -132,7 +132,16 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
-	store, closeStore, err := storeopen.OpenOrHandOff(ctx, dirstore.ResolveStore(c.Store, "", cwd), "lease", args, opts...)
+	where, err := dirstore.ResolveStore(c.Store, "", cwd)
+	if err != nil {
+		return fail(stdout, stderr, pretty, reveal, err)
+	}
+	if a, ok := cmd.Target.(*acquireCmd); ok && c.Store == "" {
+		if err := dirstore.CheckCheckoutStore(ctx, cwd, where, []string{a.Kind}, opts...); err != nil {
+			return fail(stdout, stderr, pretty, reveal, err)
+		}
+	}
+	store, closeStore, err := storeopen.OpenOrHandOff(ctx, where, "lease", args, opts...)
 	if err != nil {
 		return fail(stdout, stderr, pretty, reveal, err)
 	}

@@ -100,6 +100,8 @@ func Classify(err error) (code string, exit int) {
 	switch {
 	case errors.Is(err, dirstore.ErrUnsafeStore):
 		return "unsafe_store", ExitUsage
+	case errors.Is(err, dirstore.ErrStoreSplit):
+		return "store_conflict", ExitUsage
 	case errors.Is(err, cliparse.ErrUsage), errors.Is(err, lease.ErrInvalid):
 		return "usage", ExitUsage
 	case errors.Is(err, lease.ErrTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -24,7 +25,7 @@ import (
 
 type globals struct {
 	Pool         string `placeholder:"FILE" env:"LEASE_POOL_FILE" help:"The pool file (JSON): slots and their commands."`
-	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	Store        string `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: the pool file's store, else the user's store for this host ($XDG_STATE_HOME/durable-lease/leases or ~/.local/state/durable-lease/leases), the same from every directory, clone and worktree."`
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
 	Pretty       bool   `help:"Indent the JSON output."`
 	ProvisionCmd string `name:"provision-cmd" placeholder:"CMD" env:"POOL_PROVISION_CMD" help:"Override the pool file's provision command (run on every grant)."`
@@ -90,6 +91,17 @@ type env struct {
 	// top): on a default store it is checked against the host registry
 	// but never claims the pool there.
 	readOnly bool
+	// takes marks a verb that takes a slot's lease or the queue's
+	// ([takingVerbs]), which the Node tool's store of the checkout must
+	// not hold (dirstore.CheckCheckoutStore).
+	takes bool
+}
+
+// takingVerbs are the verbs that take a slot (or run a slot's commands
+// holding its lease) rather than read, keep or give back what they hold.
+var takingVerbs = map[string]bool{
+	"acquire": true, "request": true, "enqueue": true, "try-grant": true, "waiter": true,
+	"reprovision": true, "quarantine": true, "unquarantine": true, "pump": true,
 }
 
 // openRead is open for a verb that only reads the pool.
@@ -128,15 +140,24 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, dirstore.ResolveStore(named, "", e.cwd), "pool", e.args, opts...)
+	where, err := dirstore.ResolveStore(named, "", e.cwd)
+	if err != nil {
+		return nil, err
+	}
+	if named == "" && e.takes {
+		if err := dirstore.CheckCheckoutStore(e.ctx, e.cwd, where, cfg.Kinds(), opts...); err != nil {
+			return nil, err
+		}
+	}
+	store, closeStore, err := storeopen.OpenOrHandOff(e.ctx, where, "pool", e.args, opts...)
 	if err != nil {
 		return nil, err
 	}
 	// An open pool's connection, if any, ends with the process; a store
 	// that refuses pools (a git store, whose scratch repository does not
 	// end with the process) is closed at once.
-	if named == "" {
-		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), !e.readOnly); err != nil {
+	if dir := store.Dir(); dir != "" {
+		if err := dirpool.ClaimHostStore(dirpool.RegistryFrom(os.Getenv), cfg, dir, named == "", time.Now(), !e.readOnly); err != nil {
 			_ = closeStore()
 			return nil, err
 		}
@@ -187,7 +208,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
 	}
-	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args}
+	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args, takes: takingVerbs[cmd.Name]}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
 		return fail(stdout, stderr, c.Pretty, shell, err)

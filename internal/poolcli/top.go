@@ -58,7 +58,7 @@ func (c *topCmd) Run(e *env) error {
 	// This executable serves directory and etcd:// stores. Another scheme
 	// would be handed to its own helper, whose pool has no live view and
 	// would hand the command line back here: refuse instead of looping.
-	if where := dirstore.ResolveStore(e.g.Store, "", e.cwd); !storeopen.Served(where) {
+	if where, err := dirstore.ResolveStore(e.g.Store, "", e.cwd); err == nil && !storeopen.Served(where) {
 		return fmt.Errorf("%w: pool top serves directory and etcd:// stores, not %s",
 			lease.ErrInvalid, storeopen.Redact(where))
 	}

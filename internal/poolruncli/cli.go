@@ -36,10 +36,10 @@ import (
 
 type cli struct {
 	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then ci-local)."`
-	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE)."`
+	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE, then the nearest durable-lease-pool.json from the working directory up to the top of its repository)."`
 	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
 	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
-	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: logs/leases under the main checkout of the current git repository, or ./logs/leases outside git."`
+	Store        string         `placeholder:"DIR" env:"LEASE_STORE" help:"Lease store directory, or a store URL (etcd://HOST:PORT/PREFIX across machines; git+REMOTE[#NAMESPACE] for leases and batons, not pools). Default: the pool file's store, else the user's store for this host ($XDG_STATE_HOME/durable-lease/leases or ~/.local/state/durable-lease/leases), the same from every directory, clone and worktree."`
 	OwnerPattern string         `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$)."`
 	TTL          *float64       `name:"ttl" placeholder:"MINUTES" help:"Lease TTL in minutes, fractions allowed (default: the gate file's, then $$POOL_TTL_MINUTES, then the pool file's ttlMinutes; 15 for a baton)."`
 	Heartbeat    *time.Duration `placeholder:"DURATION" help:"Time between heartbeats, e.g. 30s (default: the gate file's, else TTL/8). Must be shorter than the TTL."`
@@ -180,7 +180,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	}
 	if err != nil {
 		code, exit := jsonout.Classify(err)
-		if (exit == jsonout.ExitUsage && code != "unsafe_store") || errors.Is(err, gates.ErrInvalid) {
+		if (exit == jsonout.ExitUsage && code != "unsafe_store" && code != "store_conflict") || errors.Is(err, gates.ErrInvalid) {
 			return usage(stdio.Stderr, err)
 		}
 		fmt.Fprintf(stdio.Stderr, "pool-run: %v (%s)\n", err, code)
@@ -388,7 +388,16 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 	case os.Getenv("LEASE_POOL_FILE") != "":
 		poolFile = abs(cwd, os.Getenv("LEASE_POOL_FILE"))
 	default:
-		return nil, nil, cliparse.Usagef("nothing to hold: pass --pool FILE or --kind KIND (or set LEASE_POOL_FILE)")
+		found, err := findPoolFile(cwd)
+		if err != nil {
+			return nil, nil, err
+		}
+		if found == "" {
+			return nil, nil, cliparse.Usagef("nothing to hold: pass --pool FILE or --kind KIND, set LEASE_POOL_FILE, "+
+				"or put the project's pool file, %s, in this directory or one above it in the repository", PoolFileName)
+		}
+		fmt.Fprintf(stdio.Stderr, "pool-run: pool file %s (found from the working directory; --pool names another)\n", found)
+		poolFile = found
 	}
 	if kind != "" && !lease.ValidKind(kind) {
 		return nil, nil, cliparse.Usagef("--kind %q must match %s", kind, lease.KindPattern)
@@ -458,7 +467,20 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 			return nil, nil, err
 		}
 	}
-	store, closer, err := storeopen.OpenOrHandOff(context.Background(), dirstore.ResolveStore(named, "", cwd), "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
+	where, err := dirstore.ResolveStore(named, "", cwd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if named == "" {
+		kinds := []string{kind}
+		if cfg != nil {
+			kinds = cfg.Kinds()
+		}
+		if err := dirstore.CheckCheckoutStore(context.Background(), cwd, where, kinds); err != nil {
+			return nil, nil, err
+		}
+	}
+	store, closer, err := storeopen.OpenOrHandOff(context.Background(), where, "pool-run", args, lease.WithOwnerPattern(c.OwnerPattern))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -471,8 +493,8 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 		o.Kind, o.TTLMinutes = kind, ttl
 		return o, g, nil
 	}
-	if named == "" {
-		if err := dirpool.ClaimHostStore(cfg, store.Dir(), dirpool.RegistryDir(os.Getenv), store.Now(), true); err != nil {
+	if dir := store.Dir(); dir != "" {
+		if err := dirpool.ClaimHostStore(dirpool.RegistryFrom(os.Getenv), cfg, dir, named == "", time.Now(), true); err != nil {
 			return nil, nil, err
 		}
 	}

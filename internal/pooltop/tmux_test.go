@@ -54,7 +54,7 @@ func cleanEnv(extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, extra...)
+	return append(append(env, testrun.HostRegistryEnv()), extra...)
 }
 
 var sockets atomic.Int64

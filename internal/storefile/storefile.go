@@ -338,10 +338,16 @@ func Dir(path string, perm Perm) error {
 // perm's directory mode, whatever the umask. It fails with an error
 // matching fs.ErrExist if anything is at path.
 func Mkdir(path string, perm Perm) error {
-	if err := unix.Mkdir(path, perm.Dir()&0o777); err != nil {
+	return MkdirMode(path, perm.Dir())
+}
+
+// MkdirMode is [Mkdir] with the directory's mode given outright (0755 for
+// a directory every user reads and only its owner writes).
+func MkdirMode(path string, mode uint32) error {
+	if err := unix.Mkdir(path, mode&0o777); err != nil {
 		return &os.PathError{Op: "mkdir", Path: path, Err: err}
 	}
-	if err := chmodDir(path, perm); err != nil {
+	if err := chmodDir(path, mode); err != nil {
 		_ = unix.Rmdir(path)
 		return &os.PathError{Op: "chmod", Path: path, Err: err}
 	}

@@ -48,6 +48,15 @@ func Parallel(n int) Option {
 func Run(m M, opts ...Option) int {
 	k, v, _ := strings.Cut(RaceEnv(), "=")
 	os.Setenv(k, v)
+	if os.Getenv(hostRegistryEnv) == "" {
+		// The pools the tests open are claimed in a host registry of
+		// their own, never in the host's (/tmp): a directory of this
+		// process's, which every child inherits.
+		if d, err := os.MkdirTemp("", "host-registry-"); err == nil {
+			os.Setenv(hostRegistryEnv, d)
+			defer os.RemoveAll(d)
+		}
+	}
 	for _, o := range opts {
 		o()
 	}
@@ -59,6 +68,15 @@ func Run(m M, opts ...Option) int {
 	removeOwnCommands()
 	return code
 }
+
+// hostRegistryEnv is dirpool.RegistryEnv (this package imports nothing
+// of the module's).
+const hostRegistryEnv = "LEASE_HOST_REGISTRY"
+
+// HostRegistryEnv is the LEASE_HOST_REGISTRY that [Run] set for the tests'
+// pools, for a test that builds a child's environment from scratch or
+// drops the LEASE_ variables of the developer's.
+func HostRegistryEnv() string { return hostRegistryEnv + "=" + os.Getenv(hostRegistryEnv) }
 
 // RaceEnv is GORACE as this process has it, with atexit_sleep_ms=0 added
 // unless the variable already sets it: a binary built with -race (a test

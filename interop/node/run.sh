@@ -54,7 +54,7 @@ echo "== interop: building lease and pool with -tags dltestclock"
 
 # A writable copy of the suite: its lease directory and the directory
 # above it (the tests import ../git-env.mjs).
-mkdir -p "$tmp/suite"
+mkdir -p "$tmp/suite" "$tmp/host-registry"
 cp -R "$leasedir/.." "$tmp/suite/lib"
 chmod -R u+w "$tmp/suite"
 name=$(basename "$leasedir")
@@ -63,10 +63,12 @@ echo "== interop: node --test in a copy of $leasedir ($("$node" --version))"
 status=0
 (
   cd "$tmp/suite/lib/$name"
-  # Nothing of the caller's environment may steer either implementation.
+  # Nothing of the caller's environment may steer either implementation;
+  # our pools are claimed in a host registry of the run's, not in /tmp.
   env -u LEASE_STORE -u LEASE_OWNER_PATTERN -u LEASE_POOL_FILE -u DL_TEST_NOW_MS \
     -u POOL_PROVISION_CMD -u POOL_RESET_CMD -u POOL_HEALTH_CMD -u POOL_NUDGE_CMD -u POOL_TTL_MINUTES -u POOL_POLL_MS \
     TMPDIR="${DL_NODE_STORE_TMP:-$tmp}" \
+    LEASE_HOST_REGISTRY="$tmp/host-registry" \
     DL_INTEROP_BIN="$tmp/bin" \
     LEASE_REFERENCE_IMPL="$here/durable-lease.mjs" \
     LEASE_REFERENCE_POOL="$here/e2e-pool.mjs" \

@@ -136,6 +136,7 @@ func newWorld(t *testing.T) *world {
 		env = append(env, kv)
 	}
 	env = append(env,
+		testrun.HostRegistryEnv(),
 		"LEASE_POOL_FILE="+filepath.Join(nodeLib, "fixtures", "acme-pool.json"),
 		"POOL_PROVISION_CMD=true", // both run it on every grant; the scenarios are about the protocol
 		"POOL_POLL_MS=200",

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/jsonpos"
 )
 
 // ErrUsage marks command-line mistakes; match it with errors.Is.
@@ -190,4 +192,18 @@ func Version() string {
 		v += " tags=" + tags
 	}
 	return v
+}
+
+// JSON checks the value of the JSON flag called name: nil, or a usage
+// error that says what is wrong and where, as a pool file's do.
+func JSON(name, value string) error {
+	m := jsonpos.Check([]byte(value))
+	if m == nil {
+		return nil
+	}
+	at := fmt.Sprintf("at character %d", m.Column)
+	if m.Line > 1 {
+		at = "at line " + m.Position.String()
+	}
+	return Usagef("--%s is not valid JSON: %s (%s, in %s)", name, m.Msg, at, m.Path)
 }

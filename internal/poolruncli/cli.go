@@ -328,8 +328,8 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 		return nil, nil, cliparse.Usagef("--payload is for a baton (--kind)")
 	}
 	if c.Payload != nil {
-		if !json.Valid([]byte(*c.Payload)) {
-			return nil, nil, cliparse.Usagef("--payload must be valid JSON")
+		if err := cliparse.JSON("payload", *c.Payload); err != nil {
+			return nil, nil, err
 		}
 		o.Payload = json.RawMessage(*c.Payload)
 	}

@@ -115,7 +115,7 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return outcome.ExitOK
 	}
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	pretty, reveal = c.Pretty, c.RevealTokens
 	var cwd string
@@ -124,17 +124,17 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		// directory (an absolute one is used as it is: two system calls
 		// saved).
 		if cwd, err = os.Getwd(); err != nil {
-			return fail(stdout, stderr, pretty, reveal, err)
+			return fail(stdout, stderr, pretty, reveal, err, args)
 		}
 	}
 	clock, err := testclock.StoreOptions()
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
+		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err), args)
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
 	store, closeStore, err := storeopen.OpenOrHandOff(ctx, dirstore.ResolveStore(c.Store, "", cwd), "lease", args, opts...)
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	defer closeStore()
 	if w, ok := cmd.Target.(waiter); ok && w.waits() {
@@ -148,7 +148,7 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 	}
 	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
 	if err := cmd.Target.(verb).Run(e); err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	return outcome.ExitOK
 }

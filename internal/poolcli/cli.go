@@ -181,16 +181,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// The command line did not parse, so whether --shell was meant
 		// is read from the words themselves: output that may be eval'd
 		// must be a comment and a failing command on every path.
-		return fail(stdout, stderr, false, shellRequested(args), err)
+		return fail(stdout, stderr, false, shellRequested(args), err, args)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
+		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err), args)
 	}
 	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
-		return fail(stdout, stderr, c.Pretty, shell, err)
+		return fail(stdout, stderr, c.Pretty, shell, err, args)
 	}
 	return jsonout.ExitOK
 }

@@ -35,6 +35,15 @@ func Usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// Unread is implemented by a grammar whose verbs accept flags they do
+// not read: common flags every verb takes for another tool's sake (pool's
+// command overrides, as the Node tool's pool CLI takes them on every
+// verb). The help of verb leaves out the flags UnreadFlags names, of the
+// root and of the verb; they still parse.
+type Unread interface {
+	UnreadFlags(verb string) []string
+}
+
 // FullParser parses a command line by the whole grammar, with help and
 // every error message; package kongparse registers kong's.
 type FullParser func(grammar any, name, description string, vars map[string]string, args []string, stdout, stderr io.Writer) (cmd Command, exited bool, status int, err error)

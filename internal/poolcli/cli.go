@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -62,6 +63,40 @@ type cli struct {
 	Enqueue        enqueueCmd        `cmd:"" group:"plumbing" help:"(plumbing) Join the queue and return at once, with no waiter: keep the entry live with heartbeat-entry, grant it with try-grant."`
 	TryGrant       tryGrantCmd       `cmd:"" name:"try-grant" group:"plumbing" help:"(plumbing) One self-grant attempt for a queued entry: the grant, or exit 1 saturated with its position."`
 	HeartbeatEntry heartbeatEntryCmd `cmd:"" name:"heartbeat-entry" group:"plumbing" help:"(plumbing) Keep a queued entry live and print its position."`
+}
+
+// commandFlags are the overrides of the pool file's commands: common
+// flags that every verb takes (as the Node tool's pool CLI does, before
+// the verb or after it), and that only the verbs running the command read.
+var commandFlags = []string{"provision-cmd", "reset-cmd", "health-cmd", "nudge-cmd"}
+
+// reads are the flags of commandFlags and waitFlags each verb reads; a
+// verb missing here reads none of them.
+var reads = map[string][]string{
+	// A grant: provision then health; an async one nudges.
+	"acquire":   {"provision-cmd", "health-cmd", "poll-ms"},
+	"request":   {"provision-cmd", "health-cmd", "nudge-cmd", "poll-ms"}, // for its waiter
+	"waiter":    {"provision-cmd", "health-cmd", "nudge-cmd", "poll-ms"},
+	"try-grant": {"provision-cmd", "health-cmd", "nudge-cmd"},
+	// Reset then health; pump's probes run health, and lift the
+	// quarantines the pool made with reset and health.
+	"reset":        {"reset-cmd", "health-cmd"},
+	"reprovision":  {"reset-cmd", "health-cmd"},
+	"unquarantine": {"reset-cmd", "health-cmd"},
+	"pump":         {"reset-cmd", "health-cmd"},
+	"health":       {"health-cmd"},
+}
+
+// UnreadFlags implements [cliparse.Unread]: the help of each verb lists
+// only the command overrides it runs, and --poll-ms only where it waits.
+func (*cli) UnreadFlags(verb string) []string {
+	var unread []string
+	for _, f := range append(slices.Clone(commandFlags), "poll-ms") {
+		if !slices.Contains(reads[verb], f) {
+			unread = append(unread, f)
+		}
+	}
+	return unread
 }
 
 const description = `A pool of interchangeable slots (ports, a database, a cache index) shared by

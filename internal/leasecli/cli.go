@@ -12,6 +12,7 @@ package leasecli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ type globals struct {
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
 	Pretty       bool   `help:"Indent the JSON output."`
 	RevealTokens bool   `name:"reveal-tokens" help:"Print tokens in full where they are otherwise shown as sha256: fingerprints (status, list, reconcile, reap, a forced release, a refusal). Whoever reads such output can heartbeat or release those leases: for tools that need records as stored, such as a conformance suite, never for logs."`
+	cliparse.VersionFlag
 }
 
 type cli struct {
@@ -42,6 +44,7 @@ type cli struct {
 	Reap      reapCmd      `cmd:"" help:"Remove a dead (expired or unreadable) lease; refuses a live one."`
 	List      listCmd      `cmd:"" help:"Read every lease in the store."`
 	Reconcile reconcileCmd `cmd:"" help:"Session-start sweep: reap dead leases inside the owner fence, report live and foreign ones."`
+	Version   versionCmd   `cmd:"" help:"Print the version and the commit this build was made from (as --version does)."`
 }
 
 const description = `Durable, heartbeat-expiring, owner-fenced leases in a directory shared by the
@@ -59,6 +62,15 @@ func helpVars() map[string]string {
 // the description and the variables its help interpolates.
 func Grammar() (grammar any, desc string, vars map[string]string) {
 	return new(cli), description, helpVars()
+}
+
+// versionCmd is the version verb; the parser prints the version for it,
+// so its Run is only there for a caller that runs it anyway.
+type versionCmd struct{ cliparse.VersionCmd }
+
+func (*versionCmd) Run(e *env) error {
+	_, err := fmt.Fprintf(e.stdout, "%s %s\n", "lease", cliparse.Version())
+	return err
 }
 
 // verb is every command: Parse returns the selected one.

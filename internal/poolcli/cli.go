@@ -32,6 +32,7 @@ type globals struct {
 	ResetCmd     string `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
 	HealthCmd    string `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
 	NudgeCmd     string `name:"nudge-cmd" placeholder:"CMD" env:"POOL_NUDGE_CMD" help:"Override the pool file's nudge command (gets each async grant as JSON on stdin)."`
+	cliparse.VersionFlag
 }
 
 // waitFlags are shared by the verbs that take a slot.
@@ -57,6 +58,7 @@ type cli struct {
 	Quarantine   quarantineCmd   `cmd:"" help:"Take a slot out of rotation (owner-fenced, journaled); waiters never get it."`
 	Unquarantine unquarantineCmd `cmd:"" help:"Reset and health-check a quarantined slot, and put it back into rotation if both pass."`
 	Top          topCmd          `cmd:"" help:"A live view of the pool on a terminal: slots, queue and recent events, redrawn as they change (q leaves; runs durable-lease-top)."`
+	Version      versionCmd      `cmd:"" help:"Print the version and the commit this build was made from (as --version does)."`
 	Waiter       waiterCmd       `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
 
 	// Plumbing: one step of a waiter each, for callers that drive the queue.
@@ -109,6 +111,15 @@ history prints a table unless --json, and top draws a live view.
 Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
 health failed, lease lost), 2 usage or invalid pool file (nothing changed),
 3 internal error.`
+
+// versionCmd is the version verb; the parser prints the version for it,
+// so its Run is only there for a caller that runs it anyway.
+type versionCmd struct{ cliparse.VersionCmd }
+
+func (*versionCmd) Run(e *env) error {
+	_, err := fmt.Fprintf(e.stdout, "%s %s\n", "pool", cliparse.Version())
+	return err
+}
 
 // verb is every command: Parse returns the selected one.
 type verb interface{ Run(e *env) error }

@@ -52,6 +52,7 @@ type cli struct {
 	ResetCmd     string         `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
 	HealthCmd    string         `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
 	NoPty        bool           `name:"no-pty" help:"Never give the command a pseudo-terminal, even when stdin and stdout are a terminal."`
+	cliparse.VersionFlag
 
 	Command []string `arg:"" optional:"" passthrough:"partial" placeholder:"-- COMMAND [ARGS...]" help:"The command to run while the lease is held (no shell)."`
 }

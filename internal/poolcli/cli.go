@@ -105,8 +105,9 @@ const description = `A pool of interchangeable slots (ports, a database, a cache
 the processes of one host (or of many, on an etcd:// store), each slot a
 durable lease. Waiters queue in FIFO order and every grant runs the pool's
 provision and health commands first. Every outcome prints one JSON object on
-stdout (or export lines with --shell), except the two verbs for people:
-history prints a table unless --json, and top draws a live view.
+stdout (or export lines with --shell), except the views for people: status
+prints a table when stdout is a terminal, history unless --json, and top
+draws a live view.
 
 Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
 health failed, lease lost), 2 usage or invalid pool file (nothing changed),

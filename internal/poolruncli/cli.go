@@ -34,7 +34,7 @@ import (
 )
 
 type cli struct {
-	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then ci-local)."`
+	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then pool-run@ and the name of the worktree or directory it runs in)."`
 	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE)."`
 	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
 	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
@@ -338,7 +338,7 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 	if c.Owner != nil {
 		o.Owner = *c.Owner // even "", which the owner fence then refuses
 	} else {
-		o.Owner = firstOf(gateField(g, func(g *gates.Gate) string { return g.Owner }), os.Getenv("LEASE_OWNER"), "ci-local")
+		o.Owner = firstOf(gateField(g, func(g *gates.Gate) string { return g.Owner }), os.Getenv("LEASE_OWNER"), defaultOwner(cwd))
 	}
 	ttl := 0.0
 	switch {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
@@ -42,6 +43,9 @@ type dirState struct {
 	cfg *pool.Config
 	h   pool.Host // the pool's store and clock, its judge of waiters, its log
 	dir string
+	// tailSaid says, once, that a log generation over maxLogBytes is read
+	// from its end.
+	tailSaid sync.Once
 }
 
 func (d *dirState) Where() string { return d.dir }
@@ -225,7 +229,7 @@ const maxLogBytes = 64 << 20
 
 // Log reads pool.log.1, then pool.log. A generation larger than
 // maxLogBytes (a log the Node tool, which never rotates it, let grow) is
-// read from its last maxLogBytes on. An older generation that cannot be
+// read from its last maxLogBytes on, which the pool's log says once. An older generation that cannot be
 // read (planted as a symlink, say) is left out with a warning: what the
 // log is read for (history, a slot's failures in a row) must not stop
 // working until the next rotation.
@@ -235,7 +239,14 @@ func (d *dirState) Log(context.Context) ([][]byte, error) {
 		path := filepath.Join(d.dir, name)
 		data, err := storefile.Read(path, maxLogBytes)
 		if errors.Is(err, storefile.ErrTooLarge) {
-			data, err = readTail(path, maxLogBytes)
+			var se *storefile.SizeError
+			errors.As(err, &se)
+			if data, err = readTail(path, maxLogBytes); err == nil && se != nil {
+				d.tailSaid.Do(func() {
+					fmt.Fprintf(d.h.Log, "pool: %s is %d bytes, over the %s read bound: only its last %s is read (history covers that)\n",
+						path, se.Size, storefile.Bytes(maxLogBytes), storefile.Bytes(maxLogBytes))
+				})
+			}
 		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

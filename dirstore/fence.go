@@ -96,10 +96,16 @@ func (b *Backend) readFence(kind string) (fenceMark, error) {
 		if m.Fence > best.Fence {
 			best = m
 		}
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, storefile.ErrNotRegular), errors.Is(err, storefile.ErrTooLarge):
+	case errors.Is(err, storefile.ErrTooLarge):
+		// Not read: it may hold the counter, and taking it for a missing
+		// one would count again from the record's fence.
+		return fenceMark{}, fmt.Errorf("lease: the fence counter of %s (%s) was not read: %w; "+
+			"the acquisition is refused, since counting again could hand out a fence lower than one already given",
+			kind, b.fencePath(kind), errors.Unwrap(err))
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, storefile.ErrNotRegular):
 		// Missing, or something this tool never writes (a symlink, a
-		// FIFO, a directory, a huge file): not a counter, and replaced by
-		// rename at the next acquisition.
+		// FIFO, a directory): not a counter, never followed, and replaced
+		// by rename at the next acquisition.
 	default:
 		return fenceMark{}, fmt.Errorf("lease: read the fence counter of %s: %w", kind, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -127,8 +128,9 @@ func TestFenceExhausted(t *testing.T) {
 
 // TestFenceCounterHostile: a counter that is there but cannot be read
 // refuses the acquisition (starting again from 1 would hand out fences
-// lower than ones already given); a symlink, FIFO or other file this tool
-// never writes is not a counter, is never followed, and is replaced.
+// lower than ones already given), and so does one over its bound, which
+// is not read; a symlink, FIFO or other file this tool never writes is not
+// a counter, is never followed, and is replaced.
 func TestFenceCounterHostile(t *testing.T) {
 	ctx := context.Background()
 	t.Run("garbage file", func(t *testing.T) {
@@ -165,6 +167,27 @@ func TestFenceCounterHostile(t *testing.T) {
 		}
 		if data, _ := os.ReadFile(secret); string(data) != `{"f":99,"t":"x"}` {
 			t.Errorf("the symlink's target was written: %q", data)
+		}
+	})
+	t.Run("oversized file", func(t *testing.T) {
+		// Over its bound it is not read: it may hold the counter, so it
+		// refuses like garbage (before, it was replaced and the fence
+		// counted again from 1).
+		s, _ := newTestStore(t)
+		if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		big := `{"f":99,"t":"` + strings.Repeat("0", 2*maxFenceBytes) + `"}`
+		path := filepath.Join(s.Dir(), ".fence-k")
+		if err := os.WriteFile(path, []byte(big), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Acquire(ctx, lease.Request{Kind: "k", Owner: "alice", TTLMinutes: 1})
+		if !errors.Is(err, storefile.ErrTooLarge) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "256 bytes") {
+			t.Fatalf("acquire over a counter file over its bound = %v, want a refusal naming the file and the bound", err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != big {
+			t.Error("the counter file was replaced")
 		}
 	})
 	t.Run("oversized attribute", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/jsonpos"
 	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/suggest"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -134,6 +137,11 @@ func LoadFile(path string) (*Config, error) {
 		return nil, fmt.Errorf("%w: cannot read %s: %v", ErrConfig, path, err)
 	}
 	c, err := Parse(data, filepath.Dir(abs))
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+		named := *ce
+		named.File = path
+		return nil, &named
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %s", ErrConfig, path, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
 	}
@@ -142,22 +150,31 @@ func LoadFile(path string) (*Config, error) {
 }
 
 // Parse validates the bytes of a pool file; relative paths resolve against
-// baseDir. Errors name the JSON path of the problem, such as
-// $.slots[1].id.
+// baseDir. Errors are [*ConfigError]s: the JSON path of the problem, such
+// as $.slots[1].id, and its line and column.
 func Parse(data []byte, baseDir string) (*Config, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var top map[string]json.RawMessage
-	if err := dec.Decode(&top); err != nil || top == nil {
-		return nil, fmt.Errorf("%w: $: not a JSON object: %v", ErrConfig, errText(err))
-	}
-	if dec.More() {
-		return nil, configErr("$", "trailing data after the object")
-	}
-	for k := range top {
-		if !contains(knownPoolFields, k) {
-			return nil, configErr("$."+k, "unknown field (known: %s)", strings.Join(knownPoolFields, ", "))
+	c, err := parse(data, baseDir)
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) && ce.Line == 0 {
+		if pos, ok := jsonpos.Find(data, ce.Path); ok {
+			ce.Line, ce.Column = pos.Line, pos.Column
 		}
+	}
+	return c, err
+}
+
+func parse(data []byte, baseDir string) (*Config, error) {
+	if m := jsonpos.Check(data); m != nil {
+		return nil, &ConfigError{Path: m.Path, Line: m.Line, Column: m.Column, Msg: "not JSON: " + m.Msg}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil || top == nil {
+		return nil, configErr("$", "must be a JSON object of pool fields (such as {\"slots\": [...]}), not %s", jsonKind(data))
+	}
+	if k := firstUnknown(data, top); k != "" {
+		if like := suggest.Similar(k, knownPoolFields, true); len(like) > 0 {
+			return nil, configErr("$."+k, "%s", suggest.Phrase("unknown field", like))
+		}
+		return nil, configErr("$."+k, "unknown field (known: %s)", strings.Join(knownPoolFields, ", "))
 	}
 	c := &Config{Name: DefaultName, KindPrefix: DefaultKindPrefix, NudgeEvent: DefaultNudgeEvent,
 		ShellPrefix: DefaultShellPrefix, TTLMinutes: DefaultTTLMinutes,
@@ -278,7 +295,10 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	// must resolve for every slot.
 	for i, s := range c.Slots {
 		if _, _, err := c.grantParts(s); err != nil {
-			return nil, fmt.Errorf("%w (slot at $.slots[%d])", err, i)
+			if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+				ce.Msg += fmt.Sprintf(" (slot at $.slots[%d])", i)
+			}
+			return nil, err
 		}
 	}
 	return c, nil
@@ -528,11 +548,37 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func errText(err error) string {
-	if err == nil {
-		return "null"
+// firstUnknown is the field of top that is no pool field and comes first
+// in data, or "".
+func firstUnknown(data []byte, top map[string]json.RawMessage) string {
+	first, at := "", jsonpos.Position{}
+	for _, k := range sortedKeys(top) {
+		if contains(knownPoolFields, k) {
+			continue
+		}
+		pos, _ := jsonpos.Find(data, "$."+k)
+		if first == "" || pos.Line < at.Line || pos.Line == at.Line && pos.Column < at.Column {
+			first, at = k, pos
+		}
 	}
-	return err.Error()
+	return first
+}
+
+// jsonKind names the kind of the JSON value data holds, for a message.
+func jsonKind(data []byte) string {
+	switch t := bytes.TrimLeft(data, " \t\r\n"); {
+	case len(t) == 0:
+		return "nothing"
+	case t[0] == '[':
+		return "an array"
+	case t[0] == '"':
+		return "a string"
+	case t[0] == 'n':
+		return "null"
+	case t[0] == 't', t[0] == 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // Kinds are the leases the pool's commands take: its queue lock and each

@@ -149,6 +149,61 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
+// TestConfigErrorsSayWhere: a mistake in a pool file names the file, the
+// line and column of what is wrong, and its JSON path, as a gate file's
+// do (g1.yaml:4:5: …); a syntax error names the value it broke, and a
+// mistyped field the one meant. Before, a missing comma was "$: not a
+// JSON object: invalid character '{' after array element", and ttlMinute
+// listed twenty fields without saying which.
+func TestConfigErrorsSayWhere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"a missing comma", "{\n  \"slots\": [\n    { \"id\": 1 }\n    { \"id\": 2 }\n  ]\n}\n",
+			`:4:5: $.slots[1]: not JSON: invalid character '{' after array element`},
+		{"a trailing comma", "{\n  \"ttlMinutes\": 5,\n}\n",
+			`:3:1: $: not JSON: invalid character '}' looking for beginning of object key string`},
+		{"cut short", "{\n  \"slots\": [ { \"id\": 1 }",
+			`:2:25: $.slots[1]: not JSON: the text ends before the value does`},
+		{"an array", "[ { \"id\": 1 } ]\n", `:1:1: $: must be a JSON object of pool fields (such as {"slots": [...]}), not an array`},
+		{"a mistyped field", "{\n  \"slots\": [ { \"id\": 1 } ],\n  \"ttlMinute\": 5\n}\n",
+			`:3:3: $.ttlMinute: unknown field, did you mean "ttlMinutes"?`},
+		{"a field in another case", "{ \"slots\": [ { \"id\": 1 } ], \"WaiterStaleMs\": 5 }",
+			`:1:29: $.WaiterStaleMs: unknown field, did you mean "waiterStaleMs"?`},
+		{"the first of two unknown fields", "{ \"zzz\": 1, \"aaa\": 2, \"slots\": [ { \"id\": 1 } ] }",
+			`:1:3: $.zzz: unknown field (known: name, kindPrefix`},
+		{"a wrong type", "{\n  \"slots\": [ { \"id\": 1 } ],\n  \"ttlMinutes\": \"30\"\n}\n",
+			`:3:3: $.ttlMinutes: must be a positive number`},
+		{"a slot", "{\n  \"slots\": [\n    { \"id\": 1 },\n    { \"id\": 1 }\n  ]\n}\n",
+			`:4:7: $.slots[1].id: duplicate slot id "1" (also $.slots[0])`},
+		{"a template of one slot", "{\n  \"grantEnv\": {\n    \"DB\": \"{db}\"\n  },\n  \"slots\": [ { \"id\": 1, \"db\": \"a\" }, { \"id\": 2 } ]\n}\n",
+			`:3:5: $.grantEnv.DB: placeholder {db} names no attribute of slot 2 (slot at $.slots[1])`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			if err := os.WriteFile(file, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := pool.LoadFile(file)
+			want := "pool: invalid pool file " + file + tc.want
+			if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, pool.ErrConfig) {
+				t.Fatalf("LoadFile = %v\nwant %s", err, want)
+			}
+			var ce *pool.ConfigError
+			if !errors.As(err, &ce) || ce.Line == 0 {
+				t.Errorf("%v: no *ConfigError with a line", err)
+			}
+		})
+	}
+	// Parse alone has no file name, but the place all the same.
+	_, err := pool.Parse([]byte("{\n  \"ttlMinute\": 5 }"), dir)
+	if want := `pool: invalid pool file: 2:3: $.ttlMinute: unknown field, did you mean "ttlMinutes"?`; err == nil || err.Error() != want {
+		t.Errorf("Parse = %v, want %s", err, want)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

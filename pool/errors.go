@@ -116,6 +116,38 @@ func (e *SlotError) Unwrap() error { return e.Err }
 // it. (The Node tool's whole minutes, at least one, said "~1m" of 72 ms.)
 func FormatEta(ms int64) string { return EtaText(ms) }
 
+// ConfigError is a mistake in a pool file: the JSON path of what is wrong
+// ($.slots[1].id, $ for the whole file), what is, and where it is in the
+// file when the text is known. It matches ErrConfig.
+type ConfigError struct {
+	// File is the pool file as named, "" for [Parse].
+	File string
+	// Path is the JSON path of the member at fault: where its key is
+	// for a member of an object.
+	Path string
+	// Line and Column (from 1, in characters) say where Path is, or
+	// where the text stopped being JSON; 0 when unknown.
+	Line, Column int
+	Msg          string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrConfig.Error())
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, " %s:%d:%d", e.File, e.Line, e.Column)
+	case e.File != "":
+		b.WriteString(" " + e.File)
+	case e.Line > 0:
+		fmt.Fprintf(&b, ": %d:%d", e.Line, e.Column)
+	}
+	fmt.Fprintf(&b, ": %s: %s", e.Path, e.Msg)
+	return b.String()
+}
+
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
 func configErr(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, path, fmt.Sprintf(format, args...))
+	return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
 }

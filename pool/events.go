@@ -49,4 +49,8 @@ const (
 	EventGrantHealthFailed = "grant_health_failed"
 	// EventGrantLeaseLostReset: a slot's lease was lost while its reset ran.
 	EventGrantLeaseLostReset = "grant_lease_lost_during_reset"
+	// EventStateFileReplaced: a writer replaced a queue.json or stats.json
+	// it could not read (not JSON, not a regular file), losing what it held
+	// (this implementation's alone).
+	EventStateFileReplaced = "state_file_replaced"
 )

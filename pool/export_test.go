@@ -40,9 +40,9 @@ func (c *Config) GrantPartsForTest(s *Slot) (map[string]string, map[string]any, 
 }
 
 // ETAForTest is the ETA of position pos under a model of mean hold avg
-// and the slots' elapsed holds.
-func ETAForTest(avg time.Duration, elapsed []time.Duration, pos int) int64 {
-	return etaModel{avg: avg, elapsed: elapsed}.eta(pos)
+// and slots expected to free at free.
+func ETAForTest(avg time.Duration, free []time.Duration, pos int) int64 {
+	return newEtaModel(avg, free).eta(pos)
 }
 
 const (

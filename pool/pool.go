@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,8 @@ type Pool struct {
 	// an attempt right after the enqueue's sweep does not read every slot
 	// again (see sweepIfStale).
 	swept atomic.Int64
+	// holdsWarned says the statistics could not be read, once.
+	holdsWarned sync.Once
 }
 
 type commands struct {

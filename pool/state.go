@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -133,7 +134,12 @@ func (p *Pool) readGrant(ctx context.Context, requestID string) (map[string]json
 // 1001 ms), or the seed when there is no history. Both tools give the
 // same ETAs from one stats.json.
 func (p *Pool) MovingAvg(ctx context.Context) time.Duration {
-	d, _ := p.backend.Holds(ctx)
+	d, err := p.backend.Holds(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		// They only feed ETAs, which fall back to the seed; but a
+		// statistics file that cannot be read is said once.
+		p.holdsWarned.Do(func() { fmt.Fprintf(p.log, "pool: reading the hold times (ETAs use the seed): %v\n", err) })
+	}
 	if len(d) == 0 {
 		return p.cfg.MovingAvgSeed
 	}

@@ -226,6 +226,8 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 		done        = ctx.Done()
 		killAt      <-chan time.Time
 		killT       *time.Timer
+		noticeAt    <-chan time.Time // the work outlives a signal: say what pool-run waits for
+		signalled   time.Time
 		tstp        = s.tstp
 		suspending  <-chan time.Time // Ctrl-Z: waiting for the work to be stopped
 		reconfirm   <-chan time.Time // a renewal after a stop to try again
@@ -249,6 +251,8 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 		_ = g.c.send(guardMsg{Op: opSignal, Sig: int(n)})
 		killT = time.NewTimer(s.o.KillGrace)
 		killAt = killT.C
+		signalled = time.Now()
+		noticeAt = time.After(min(graceNotice, s.o.KillGrace/2))
 	}
 	confirm := func() {
 		if !s.confirm(ctx, g, &out) {
@@ -348,6 +352,13 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 			timeout = nil
 			out.timedOut = true
 			_ = g.c.send(guardMsg{Op: opStop, Grace: int64(s.o.KillGrace)})
+		case <-noticeAt:
+			noticeAt = nil
+			if killAt != nil {
+				left := (s.o.KillGrace - time.Since(signalled)).Round(100 * time.Millisecond)
+				fmt.Fprintf(s.o.Log, "pool-run: the work has not exited after %s; waiting up to %s more for it before SIGKILL (Ctrl-C again kills it now)\n",
+					signalName(out.sig), left)
+			}
 		case <-killAt:
 			killAt = nil
 			_ = g.c.send(guardMsg{Op: opKill})
@@ -390,6 +401,27 @@ func (s *session) endWithoutGuardian(ctx context.Context, g *guard) string {
 	}
 	reapOrphans()
 	return "the work's process tree was killed"
+}
+
+// graceNotice is how long the work may take to exit after a signal
+// before pool-run says, once, that it waits for the kill grace: a work
+// that exits at once gets no line, one that ignores the signal is not
+// left looking like a hang.
+const graceNotice = 500 * time.Millisecond
+
+// signalName names a signal the way a shell user knows it.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return sig.String()
 }
 
 // confirm renews the lease after pool-run was stopped and lets the work

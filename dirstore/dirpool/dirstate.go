@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/storefile"
@@ -25,8 +26,11 @@ type statsDoc struct {
 	DurationsMs []float64 `json:"durationsMs"`
 }
 
-// maxStateBytes bounds what is read of a queue, statistics or grant file:
-// a queue of thousands of waiters fits many times over.
+// maxStateBytes bounds a queue, statistics or grant file, written or
+// read: a queue of about 16 000 waiters fits. A file over it is never
+// taken for an empty one (PROTOCOL §1, §6.1): reading it fails, naming the
+// file and the bound, and nothing replaces it; a write that would make
+// one fails the same way.
 const maxStateBytes = 4 << 20
 
 // dirState is a pool's [pool.Backend] on a directory store: the files of
@@ -39,6 +43,9 @@ type dirState struct {
 	cfg *pool.Config
 	h   pool.Host // the pool's store and clock, its judge of waiters, its log
 	dir string
+	// tailSaid says, once, that a log generation over maxLogBytes is read
+	// from its end.
+	tailSaid sync.Once
 }
 
 func (d *dirState) Where() string { return d.dir }
@@ -55,16 +62,24 @@ func (d *dirState) grantPath(requestID string) string {
 }
 
 // entries reads queue.json without the lock; writes are atomic renames,
-// so it is always a whole queue. A missing or unreadable queue is empty:
-// it is advisory and rebuilds itself from the waiters' heartbeats.
-func (d *dirState) entries() []pool.Entry {
+// so it is always a whole queue. A missing queue is empty, and so is one
+// that cannot be read as a queue (not JSON, not a regular file: a torn
+// write of a crashed writer that did not sync, a planted file), whose
+// reason unreadable gives, for the writer that replaces it to journal. A
+// queue over maxStateBytes is an error: it was not read, and taking it for
+// an empty one would drop every entry in it at the next rewrite.
+func (d *dirState) entries() (entries []pool.Entry, unreadable string, err error) {
 	q := queueDoc{}
-	d.readJSON(d.queuePath(), &q)
-	return q.Entries
+	unreadable, err = d.readState(d.queuePath(), &q)
+	return q.Entries, unreadable, err
 }
 
 func (d *dirState) Queue(context.Context) ([]pool.Entry, int, error) {
-	live, stale := d.h.Live(d.entries())
+	all, _, err := d.entries()
+	if err != nil {
+		return nil, 0, err
+	}
+	live, stale := d.h.Live(all)
 	return live, len(stale), nil
 }
 
@@ -72,7 +87,10 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]pool
 	var dropped []pool.Entry
 	var ring []string
 	err := d.withQueueLock(ctx, owner, func() error {
-		all := d.entries()
+		all, unreadable, err := d.entries()
+		if err != nil {
+			return err
+		}
 		d.refreshBeats(all, d.cfg.WaiterStale) // before judging: a waiter that touched its bell is alive
 		live, stale := d.h.Live(all)
 		next, err := fn(slices.Clone(live))
@@ -88,6 +106,9 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]pool
 		d.refreshBeats(next, d.cfg.WaiterStale/8)
 		if err := d.writeJSON(d.queuePath(), queueDoc{Entries: next}); err != nil {
 			return err
+		}
+		if unreadable != "" {
+			d.replaced(ctx, pool.QueueFile, unreadable)
 		}
 		dropped = stale
 		ring = toRing(all, next, len(d.cfg.Slots)+pool.FrontMargin)
@@ -105,34 +126,54 @@ func (d *dirState) UpdateQueue(ctx context.Context, owner string, fn func([]pool
 
 func (d *dirState) Holds(context.Context) ([]float64, error) {
 	st := statsDoc{DurationsMs: []float64{}}
-	d.readJSON(d.statsPath(), &st)
-	return st.DurationsMs, nil
+	_, err := d.readState(d.statsPath(), &st)
+	if st.DurationsMs == nil {
+		st.DurationsMs = []float64{}
+	}
+	return st.DurationsMs, err
 }
 
 func (d *dirState) AddHold(ctx context.Context, owner string, ms float64, keep int) error {
 	return d.withQueueLock(ctx, owner, func() error {
 		st := statsDoc{DurationsMs: []float64{}}
-		d.readJSON(d.statsPath(), &st)
+		unreadable, err := d.readState(d.statsPath(), &st)
+		if err != nil {
+			return err
+		}
 		st.DurationsMs = append(st.DurationsMs, ms)
 		if n := len(st.DurationsMs); n > keep {
 			st.DurationsMs = st.DurationsMs[n-keep:]
 		}
-		return d.writeJSON(d.statsPath(), st)
+		if err := d.writeJSON(d.statsPath(), st); err != nil {
+			return err
+		}
+		if unreadable != "" {
+			d.replaced(ctx, pool.StatsFile, unreadable)
+		}
+		return nil
 	})
 }
 
 func (d *dirState) PutGrant(_ context.Context, id string, doc []byte) error {
+	path := d.grantPath(id)
+	if len(doc) > maxStateBytes {
+		return tooLargeToWrite(path, len(doc))
+	}
 	perm, err := d.ensureDir(filepath.Join(d.dir, pool.GrantsDir))
 	if err != nil {
 		return err
 	}
-	return storefile.Replace(d.grantPath(id), ".tmp-"+lease.RandomHex(16), doc, perm)
+	return storefile.Replace(path, ".tmp-"+lease.RandomHex(16), doc, perm)
 }
 
 func (d *dirState) Grant(_ context.Context, id string) ([]byte, error) {
-	data, err := storefile.Read(d.grantPath(id), maxStateBytes)
+	path := d.grantPath(id)
+	data, err := storefile.Read(path, maxStateBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	if errors.Is(err, storefile.ErrTooLarge) {
+		return nil, tooLargeToRead(path, err)
 	}
 	return data, err
 }
@@ -188,7 +229,7 @@ const maxLogBytes = 64 << 20
 
 // Log reads pool.log.1, then pool.log. A generation larger than
 // maxLogBytes (a log the Node tool, which never rotates it, let grow) is
-// read from its last maxLogBytes on. An older generation that cannot be
+// read from its last maxLogBytes on, which the pool's log says once. An older generation that cannot be
 // read (planted as a symlink, say) is left out with a warning: what the
 // log is read for (history, a slot's failures in a row) must not stop
 // working until the next rotation.
@@ -198,7 +239,14 @@ func (d *dirState) Log(context.Context) ([][]byte, error) {
 		path := filepath.Join(d.dir, name)
 		data, err := storefile.Read(path, maxLogBytes)
 		if errors.Is(err, storefile.ErrTooLarge) {
-			data, err = readTail(path, maxLogBytes)
+			var se *storefile.SizeError
+			errors.As(err, &se)
+			if data, err = readTail(path, maxLogBytes); err == nil && se != nil {
+				d.tailSaid.Do(func() {
+					fmt.Fprintf(d.h.Log, "pool: %s is %d bytes, over the %s read bound: only its last %s is read (history covers that)\n",
+						path, se.Size, storefile.Bytes(maxLogBytes), storefile.Bytes(maxLogBytes))
+				})
+			}
 		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -218,21 +266,75 @@ func (d *dirState) Log(context.Context) ([][]byte, error) {
 	return lines, nil
 }
 
-// readJSON decodes path into v. A missing or unreadable file leaves v as it
-// is: the queue and the statistics are advisory and rebuild themselves.
-func (d *dirState) readJSON(path string, v any) {
+// readState decodes the state file at path (queue.json, stats.json) into
+// v. A missing file leaves v as it is. So does one that is there but is
+// not v's JSON (not JSON, not an object, not a regular file), whose reason
+// unreadable gives: these files are advisory and rebuild themselves, and
+// the writer that replaces such a file journals it (see replaced). A file
+// over maxStateBytes is an error naming it and the bound, for every
+// reader and writer: it was not read, so it is not known to be empty.
+func (d *dirState) readState(path string, v any) (unreadable string, err error) {
 	data, err := storefile.Read(path, maxStateBytes)
-	if err != nil {
-		return
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case errors.Is(err, storefile.ErrTooLarge):
+		return "", tooLargeToRead(path, err)
+	case errors.Is(err, storefile.ErrNotRegular):
+		return errors.Unwrap(err).Error(), nil
+	case err != nil:
+		return "", err
 	}
-	_ = json.Unmarshal(data, v)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Sprintf("%d bytes that are not its JSON (%v)", len(data), err), nil
+	}
+	return "", nil
 }
 
-// writeJSON replaces path atomically (a temporary file renamed over it).
+// replaced journals that a writer replaced a state file it could not
+// read (PROTOCOL §6.9, state_file_replaced): whatever it held is gone, and
+// the log says so.
+func (d *dirState) replaced(ctx context.Context, file, reason string) {
+	d.h.Event(ctx, pool.EventStateFileReplaced, map[string]any{"file": file, "reason": reason})
+}
+
+// tooLargeError is a state file over maxStateBytes, read or about to be
+// written; it matches storefile.ErrTooLarge (code too_large).
+type tooLargeError string
+
+func (e tooLargeError) Error() string        { return string(e) }
+func (e tooLargeError) Is(target error) bool { return target == storefile.ErrTooLarge }
+
+// tooLargeToRead is the error of a state file over maxStateBytes; err is
+// storefile's, which says its size.
+func tooLargeToRead(path string, err error) error {
+	size := ""
+	var se *storefile.SizeError
+	if errors.As(err, &se) {
+		size = fmt.Sprintf(" is %d bytes,", se.Size)
+	}
+	return tooLargeError(fmt.Sprintf("pool: %s%s over the %s bound on what is read of a pool's queue, statistics and grant files: "+
+		"it was not read, and nothing was changed. No writer makes such a file: look at what wrote it, then move it aside "+
+		"(a queue moved aside loses its waiters, who must queue again)", path, size, storefile.Bytes(maxStateBytes)))
+}
+
+// tooLargeToWrite is the error of a write that would make a state file of
+// n bytes, over maxStateBytes.
+func tooLargeToWrite(path string, n int) error {
+	return tooLargeError(fmt.Sprintf("pool: %s would be %d bytes, over the %s bound on a pool's queue, statistics and grant files "+
+		"that every reader holds to: nothing was written", path, n, storefile.Bytes(maxStateBytes)))
+}
+
+// writeJSON replaces path atomically (a temporary file renamed over it),
+// with two-space indented JSON and a final newline. A document over
+// maxStateBytes is refused: no reader would read it.
 func (d *dirState) writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
+	}
+	if len(data)+1 > maxStateBytes {
+		return tooLargeToWrite(path, len(data)+1)
 	}
 	perm, err := d.ensureDir(filepath.Dir(path))
 	if err != nil {

@@ -127,3 +127,10 @@ func logEvents(t *testing.T, dir string) []map[string]any {
 	t.Helper()
 	return storetest.JSONLines(t, filepath.Join(dir, pool.LogFile))
 }
+
+// queuedEntries is every entry queue.json holds, live or not (none when
+// it cannot be read).
+func queuedEntries(p *pool.Pool) []pool.Entry {
+	entries, _, _ := dirStateOf(p).entries()
+	return entries
+}

@@ -1,7 +1,10 @@
 package dirpool
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,5 +45,55 @@ func TestLogRotates(t *testing.T) {
 	must(t, dirStateOf(tp.Pool).AppendLog(ctx, []byte(`{"at":"2026-01-01T00:00:02.000Z","event":"again"}`)))
 	if lines, _ := tp.Log(ctx); len(lines) != logRotateBytes/50+2 {
 		t.Fatalf("after a second rotation: %d lines", len(lines))
+	}
+}
+
+// TestLogOverTheBoundSaysSo: a generation of pool.log over maxLogBytes (a
+// log the Node tool let grow) is read from its end, and the pool's log
+// says so, once, with its size and the bound, instead of history quietly
+// covering less than the file holds.
+func TestLogOverTheBoundSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var said bytes.Buffer
+	tp := newTestPool(t, oneSlotPool, pool.Options{Log: &said})
+	tp.mustAcquire(t, "ci-a") // creates the pool's directory and pool.log
+	old := filepath.Join(tp.Dir(), pool.LogFile+".1")
+	f, err := os.Create(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := `{"at":"2026-01-01T00:00:00.000Z","event":"first"}` + "\n"
+	last := `{"at":"2026-01-01T00:00:01.000Z","event":"last"}` + "\n"
+	size := int64(maxLogBytes + 1<<20)
+	_, err = f.WriteString(first)
+	if err == nil {
+		_, err = f.WriteAt([]byte("\n"+last), size-int64(len(last))-1) // a sparse middle
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		lines, err := tp.Log(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		for _, l := range lines {
+			var ev struct{ Event string }
+			if json.Unmarshal(l, &ev) == nil {
+				events = append(events, ev.Event)
+			}
+		}
+		if strings.Contains(strings.Join(events, " "), "first") || !strings.Contains(strings.Join(events, " "), "last") {
+			t.Fatalf("events %v: want the end of pool.log.1, not its start", events)
+		}
+	}
+	want := fmt.Sprintf("%s is %d bytes, over the 64 MiB (67108864 bytes) read bound: only its last 64 MiB (67108864 bytes) is read", old, size)
+	if n := strings.Count(said.String(), want); n != 1 {
+		t.Fatalf("the pool's log said it %d times, want once:\n%s", n, said.String())
 	}
 }

@@ -45,9 +45,9 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(dirStateOf(p).entries()) < n {
+	for len(queuedEntries(p)) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d waiters queued", len(dirStateOf(p).entries()), n)
+			t.Fatalf("%d of %d waiters queued", len(queuedEntries(p)), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -73,7 +73,7 @@ func TestWaitersTouchInsteadOfRewriting(t *testing.T) {
 		if err := syscall.Stat(dirStateOf(p).queuePath(), &sb); err == nil {
 			versions[[2]int64{int64(sb.Ino), sb.Mtim.Nano()}] = true
 		}
-		q := dirStateOf(p).entries()
+		q := queuedEntries(p)
 		ghost := 0
 		for _, e := range q {
 			if e.Owner == "ghost" {

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/jsonpos"
 )
 
 // ErrUsage marks command-line mistakes; match it with errors.Is.
@@ -31,6 +33,15 @@ func (e *usageError) Is(target error) bool { return target == ErrUsage }
 // Usagef returns a usage error with its own message.
 func Usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// Unread is implemented by a grammar whose verbs accept flags they do
+// not read: common flags every verb takes for another tool's sake (pool's
+// command overrides, as the Node tool's pool CLI takes them on every
+// verb). The help of verb leaves out the flags UnreadFlags names, of the
+// root and of the verb; they still parse.
+type Unread interface {
+	UnreadFlags(verb string) []string
 }
 
 // FullParser parses a command line by the whole grammar, with help and
@@ -54,13 +65,20 @@ func Parse(grammar any, name, description string, vars map[string]string, args [
 		return Command{}, true, 0, nil
 	}
 	args = helpVerb(grammar, args)
-	if cmd, ok := quick(grammar, args); ok {
-		return cmd, false, 0, nil
+	cmd, ok := quick(grammar, args)
+	if !ok {
+		if full == nil {
+			return Command{}, false, 0, errors.New("cliparse: this executable links no full parser (import package kongparse)")
+		}
+		if cmd, exited, status, err = full(grammar, name, description, vars, args, stdout, stderr); exited || err != nil {
+			return cmd, exited, status, err
+		}
 	}
-	if full == nil {
-		return Command{}, false, 0, errors.New("cliparse: this executable links no full parser (import package kongparse)")
+	if _, isVersion := cmd.Target.(printsVersion); isVersion {
+		fmt.Fprintf(stdout, "%s %s\n", name, Version())
+		return Command{}, true, 0, nil
 	}
-	return full(grammar, name, description, vars, args, stdout, stderr)
+	return cmd, false, 0, nil
 }
 
 // ParseAlone is Parse without a full parser, for a grammar the quick
@@ -84,6 +102,10 @@ func ParseAlone(grammar any, name string, help map[string]string, args []string,
 			return Command{}, false, errors.New("cliparse: no help text for " + strconv.Quote(name+" "+cmd.Name))
 		}
 		io.WriteString(stdout, text)
+		return Command{}, true, nil
+	}
+	if _, isVersion := cmd.Target.(printsVersion); isVersion {
+		io.WriteString(stdout, name+" "+Version()+"\n")
 		return Command{}, true, nil
 	}
 	return cmd, false, nil
@@ -155,19 +177,48 @@ func helpVerb(grammar any, args []string) []string {
 	return append(append([]string{}, args[1:]...), "--help")
 }
 
-// Version is the module version and VCS revision the binary was built
-// from, as the Go toolchain recorded them, the Go version, and the build
-// tags when there were any.
+// VersionFlag is the --version flag of a grammar, for its help to list
+// it: [Parse] and [ParseAlone] answer --version themselves, before
+// anything else is read (see wantsVersion).
+type VersionFlag struct {
+	ShowVersion bool `name:"version" help:"Print the version and the commit this build was made from, and exit."`
+}
+
+// VersionCmd is the version verb of a CLI of verbs, embedded in the
+// CLI's own verb type: [Parse] and [ParseAlone] print [Version] for it,
+// as for --version, once the command line has parsed.
+type VersionCmd struct{}
+
+// PrintsVersion marks the version verb.
+func (*VersionCmd) PrintsVersion() {}
+
+// printsVersion is the version verb, or a verb that embeds it.
+type printsVersion interface{ PrintsVersion() }
+
+// StampedCommit is the commit a build says it was made from when the
+// toolchain recorded none (GOFLAGS=-buildvcs=false, or a build outside
+// a git checkout): a release build sets it with
+// -ldflags "-X github.com/durable-lease/durable-lease/internal/cliparse.StampedCommit=$(git rev-parse HEAD)".
+var StampedCommit string
+
+// Version is what the build knows of itself, on one line: the module
+// version ("(devel)" for a build from a clone), the VCS commit it was made
+// from (the toolchain's record, else [StampedCommit], else "unknown",
+// saying why), "+dirty" when the tree had changes, the commit's time, the
+// Go version, and the build tags when there were any.
 func Version() string {
-	bi, ok := debug.ReadBuildInfo()
+	return versionOf(debug.ReadBuildInfo())
+}
+
+func versionOf(bi *debug.BuildInfo, ok bool) string {
 	if !ok {
-		return "(unknown)"
+		return "(unknown: the binary carries no build information)"
 	}
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, modified, tags string
+	var rev, modified, at, tags string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -176,18 +227,44 @@ func Version() string {
 			if s.Value == "true" {
 				modified = "+dirty"
 			}
+		case "vcs.time":
+			at = s.Value
 		case "-tags":
 			tags = s.Value
 		}
 	}
-	if rev != "" {
-		v += " (" + rev[:min(len(rev), 12)] + modified + ")"
+	switch {
+	case rev != "":
+		v += ", commit " + rev + modified
+		if at != "" {
+			v += " (" + at + ")"
+		}
+	case StampedCommit != "":
+		v += ", commit " + StampedCommit + " (stamped at build time)"
+	default:
+		// The go command records none with -buildvcs=false, outside a
+		// git checkout, and in a linked worktree (whose .git is a file).
+		v += ", commit unknown (built without VCS information: with -buildvcs=false, from a linked git worktree, or not from a git checkout)"
 	}
-	v += " " + bi.GoVersion
+	v += ", " + bi.GoVersion
 	if tags != "" {
 		// A test build (tag dltestclock) says so: it honours settings a
 		// release binary ignores.
-		v += " tags=" + tags
+		v += ", tags " + tags
 	}
 	return v
+}
+
+// JSON checks the value of the JSON flag called name: nil, or a usage
+// error that says what is wrong and where, as a pool file's do.
+func JSON(name, value string) error {
+	m := jsonpos.Check([]byte(value))
+	if m == nil {
+		return nil
+	}
+	at := fmt.Sprintf("at character %d", m.Column)
+	if m.Line > 1 {
+		at = "at line " + m.Position.String()
+	}
+	return Usagef("--%s is not valid JSON: %s (%s, in %s)", name, m.Msg, at, m.Path)
 }

@@ -15,7 +15,8 @@ import (
 // refused them or read them differently; quick answered with help where
 // kong did not, or with another verb's; quick reported a mistake where
 // kong read on (but for the mistakes quick alone refuses, a flag given
-// twice and a word that is not UTF-8). accepted says whether the quick way
+// twice and a word that is not UTF-8), or either answered a typo with a
+// "did you mean" the other did not give. accepted says whether the quick way
 // took args. Nothing is compared when the grammar has a shape quick does
 // not read. Both read the process environment.
 //
@@ -49,6 +50,10 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 			return false, fmt.Errorf("%q: quick refused it (%v), kong printed help", args, qerr)
 		case err == nil:
 			return false, fmt.Errorf("%q: quick refused it (%v), kong read it", args, qerr)
+		case suggests(qerr, err) && err.Error() != qerr.Error():
+			// A typo is answered as kong answers it, "did you mean"
+			// included, so that every CLI says the same.
+			return false, fmt.Errorf("%q: quick said %q, kong %q", args, qerr, err)
 		}
 		return false, nil
 	}
@@ -71,6 +76,16 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 		return true, fmt.Errorf("%q: quick read %+v, kong %+v", args, quickGrammar, kongGrammar)
 	}
 	return true, nil
+}
+
+// suggests reports whether either parser answered with a "did you mean".
+func suggests(errs ...error) bool {
+	for _, err := range errs {
+		if strings.Contains(err.Error(), ", did you mean ") {
+			return true
+		}
+	}
+	return false
 }
 
 // helpOf reports whether kong's help text out is verb's ("" for the

@@ -5,3 +5,6 @@ func Scan(grammar any, args []string) (cmd Command, help bool, err error) { retu
 
 // ErrUnreadable is errUnreadable, for the tests of package cliparse_test.
 var ErrUnreadable = errUnreadable
+
+// VersionOf is versionOf, for the tests of package cliparse_test.
+var VersionOf = versionOf

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/durable-lease/durable-lease/internal/suggest"
 )
 
 // Command is the verb a command line selected.
@@ -97,9 +100,14 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 			out.FieldByIndex(root.arg.index).Set(reflect.ValueOf(append([]string(nil), args[i:]...)))
 			i = len(args)
 		case a == "--":
-			// Every word after it is an argument, and there are none.
+			// Every word after it is an argument, and there are none
+			// (kong still suggests the verbs a word is like).
 			if i+1 < len(args) {
-				return Command{}, false, Usagef("unexpected argument %s", args[i+1])
+				var like []string
+				if names := verbNames(root.verbs); verb == nil && !slices.Contains(names, args[i+1]) {
+					like = suggest.Similar(args[i+1], names, false)
+				}
+				return Command{}, false, Usagef("%s", suggest.Phrase("unexpected argument "+args[i+1], like))
 			}
 		case a == "--help" || strings.HasPrefix(a, "--help="):
 			if _, value, inline := strings.Cut(a, "="); inline {
@@ -112,7 +120,7 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 			name, value, inline := strings.Cut(a[2:], "=")
 			k := flagIndex(active, name)
 			if k < 0 {
-				return Command{}, false, Usagef("unknown flag --%s", name)
+				return Command{}, false, unknownFlag("--"+name, active)
 			}
 			f := &active[k]
 			if given[k] && twice == nil {
@@ -149,7 +157,7 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 			// Short flags: kong knows -h alone, and reads -hx as -h -x.
 			if a[1] != 'h' {
 				r, _ := utf8.DecodeRuneInString(a[1:])
-				return Command{}, false, Usagef("unknown flag -%c", r)
+				return Command{}, false, unknownFlag("-"+string(r), active)
 			}
 			if len(a) > 2 {
 				return Command{}, false, errUnreadable
@@ -166,7 +174,7 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 				}
 			}
 			if verb == nil {
-				return Command{}, false, Usagef("unexpected argument %s", a)
+				return Command{}, false, Usagef("%s", suggest.Phrase("unexpected argument "+a, suggest.Similar(a, verbNames(root.verbs), false)))
 			}
 			var sub node
 			if !sub.read(verb.typ, verb.index) || len(sub.verbs) > 0 || sub.arg != nil {
@@ -227,6 +235,77 @@ func scan(grammar any, args []string) (cmd Command, help bool, err error) {
 		return Command{}, false, nil
 	}
 	return Command{Name: verb.name, Target: rv.Elem().FieldByIndex(verb.index).Addr().Interface()}, false, nil
+}
+
+// unknownFlag is kong's error for a flag the command line does not have,
+// with kong's "did you mean" among the flags it has (help first, then the
+// root's, then the verb's, as kong lists them).
+func unknownFlag(flag string, active []flag) error {
+	names := []string{"--help", "-h"}
+	for _, f := range active {
+		names = append(names, "--"+f.name)
+	}
+	return Usagef("%s", suggest.Phrase("unknown flag "+flag, suggest.Similar(flag, names, false)))
+}
+
+// verbNames is the verbs a user can type.
+func verbNames(verbs []verbField) []string {
+	var names []string
+	for _, v := range verbs {
+		if !v.hidden {
+			names = append(names, v.name)
+		}
+	}
+	return names
+}
+
+// VerbOf is the verb args name in grammar ("" for none, for a grammar
+// without verbs, or for a first word that is no verb), read as scan
+// reads it up to the verb: for a message to point at the verb's own help
+// when the command line did not parse.
+func VerbOf(grammar any, args []string) string {
+	rv := reflect.ValueOf(grammar)
+	var root node
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct || !root.read(rv.Elem().Type(), nil) || len(root.verbs) == 0 {
+		return ""
+	}
+	unknown := false // the word before is a flag the root does not have
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "--"):
+			name, _, inline := strings.Cut(a[2:], "=")
+			k := flagIndex(root.flags, name)
+			if k >= 0 && root.flags[k].typ != boolType && !inline {
+				i++ // its value
+			}
+			unknown = k < 0 && !inline
+		case strings.HasPrefix(a, "-") && a != "-":
+			unknown = false
+		default:
+			for _, v := range root.verbs {
+				if v.name == a {
+					return a
+				}
+			}
+			if !unknown {
+				return ""
+			}
+			unknown = false // the value of a mistyped flag, perhaps
+		}
+	}
+	return ""
+}
+
+// HelpHint is the line after a usage error: how to see the help of the
+// verb args name, else of name itself.
+func HelpHint(grammar any, name string, args []string) string {
+	if verb := VerbOf(grammar, args); verb != "" {
+		name += " " + verb
+	}
+	return "Run '" + name + " --help' for usage."
 }
 
 // verbList is the verbs a user can type, quoted, for "expected one of".

@@ -119,13 +119,18 @@ func TestQuickReadsWhatKongReads(t *testing.T) {
 
 		{"env that does not convert", root, "take --owner o", map[string]string{"QUICK_TEST_TTL": "soon"}, `$QUICK_TEST_TTL (the default of --ttl): expected a number but got "soon"`},
 		{"no verb", root, "--store s", nil, `expected one of "take", "give-back", "dflt"`},
-		{"unknown verb", root, "tak --owner o", nil, "unexpected argument tak"},
+		{"unknown verb", root, "tak --owner o", nil, `unexpected argument tak, did you mean "take"?`},
+		{"a word like no verb", root, "zzz --owner o", nil, "unexpected argument zzz"},
 		{"verb flag before the verb", root, "--owner o take", nil, "unknown flag --owner"},
+		{"a flag like no flag", root, "take --zzzzzz", nil, "unknown flag --zzzzzz"},
 		{"missing required", root, "take", nil, "missing flags: --owner=STRING"},
 		{"flag twice", root, "take --owner o --owner p", nil, "--owner is given twice: give each flag once"},
 		{"value missing", root, "take --owner", nil, "--owner: expected a value after it"},
 		{"dash value", root, "take --owner -o", nil, `--owner: expected a value but got "-o", which reads as a flag; to give it as the value, write --owner=-o`},
-		{"short flag", root, "take -x --owner o", nil, "unknown flag -x"},
+		{"short flag", root, "take -x --owner o", nil, `unknown flag -x, did you mean "-h"?`},
+		{"a mistyped flag", root, "take --ownr o", nil, `unknown flag --ownr, did you mean "--owner"?`},
+		{"a flag two flags start with", root, "take --o x", nil, `unknown flag --o, did you mean one of "-h", "--owner"?`},
+		{"a mistyped root flag", root, "--stor x take", nil, `unknown flag --stor, did you mean "--store"?`},
 		{"mistake before help", root, "take --bogus --help", nil, "unknown flag --bogus"},
 		{"bool with a bad value", root, "take --owner o --force=maybe", nil, `--force: expected true, 1, yes, false, 0 or no but got "maybe"`},
 		{"bad number", root, "take --owner o --wait-ms 1.5", nil, `--wait-ms: expected a whole number (of at most 19 digits) but got "1.5"`},
@@ -190,4 +195,31 @@ func FuzzQuick(f *testing.F) {
 		check(t, func() any { return new(testRoot) }, args)
 		check(t, func() any { return new(testRun) }, args)
 	})
+}
+
+// TestHelpHintNamesTheVerb: a usage error points at the help of the verb
+// the command line names, found as the parser finds it (past the root's
+// flags and their values, and past a mistyped flag's value), else at the
+// root's.
+func TestHelpHintNamesTheVerb(t *testing.T) {
+	for args, want := range map[string]string{
+		"take --ownr o":                 "test take",
+		"--store s give-back --bogus":   "test give-back",
+		"--store=s take":                "test take",
+		"--verbose take":                "test take",
+		"--stor s take":                 "test take",
+		"--bogus take":                  "test take",
+		"tak --owner o":                 "test",
+		"--store take give-back":        "test give-back", // "take" is the store
+		"-- take":                       "test",
+		"":                              "test",
+		"--zone z --stor s --owner o x": "test",
+	} {
+		if got := cliparse.HelpHint(new(testRoot), "test", strings.Fields(args)); got != "Run '"+want+" --help' for usage." {
+			t.Errorf("%q: %s, want the help of %q", args, got, want)
+		}
+	}
+	if got := cliparse.HelpHint(new(testRun), "test", []string{"--kind", "k", "take"}); got != "Run 'test --help' for usage." {
+		t.Errorf("a grammar without verbs: %s", got)
+	}
 }

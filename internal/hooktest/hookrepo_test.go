@@ -128,8 +128,8 @@ func TestPreCommitHookRepository(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("the gate ran %d times, want once:\n%s", len(runs), push.output())
 	}
-	if runs[0].owner != "ci-local" || runs[0].worktree != "user" {
-		t.Errorf("gate run %+v: want worktree user, pool-run's default owner ci-local", runs[0])
+	if runs[0].owner != "pool-run@user" || runs[0].worktree != "user" {
+		t.Errorf("gate run %+v: want worktree user, pool-run's default owner pool-run@user", runs[0])
 	}
 	assertPoolFree(t, env, filepath.Join(ci, "pool.json"), user)
 }

@@ -250,7 +250,7 @@ func closedPort(t *testing.T) string {
 type poolStatus struct {
 	OK    bool `json:"ok"`
 	Slots []struct {
-		Slot   json.RawMessage `json:"slot"`
+		Slot   json.RawMessage `json:"slot_id"`
 		Kind   string          `json:"kind"`
 		State  string          `json:"state"`
 		Holder *string         `json:"holder"`

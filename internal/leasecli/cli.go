@@ -12,6 +12,7 @@ package leasecli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ type globals struct {
 	OwnerPattern string `placeholder:"REGEX" env:"LEASE_OWNER_PATTERN" help:"Owner fence: an anchored regular expression (^...$) every owner must match. Default: ${default_owner_pattern}"`
 	Pretty       bool   `help:"Indent the JSON output."`
 	RevealTokens bool   `name:"reveal-tokens" help:"Print tokens in full where they are otherwise shown as sha256: fingerprints (status, list, reconcile, reap, a forced release, a refusal). Whoever reads such output can heartbeat or release those leases: for tools that need records as stored, such as a conformance suite, never for logs."`
+	cliparse.VersionFlag
 }
 
 type cli struct {
@@ -42,6 +44,7 @@ type cli struct {
 	Reap      reapCmd      `cmd:"" help:"Remove a dead (expired or unreadable) lease; refuses a live one."`
 	List      listCmd      `cmd:"" help:"Read every lease in the store."`
 	Reconcile reconcileCmd `cmd:"" help:"Session-start sweep: reap dead leases inside the owner fence, report live and foreign ones."`
+	Version   versionCmd   `cmd:"" help:"Print the version and the commit this build was made from (as --version does)."`
 }
 
 const description = `Durable, heartbeat-expiring, owner-fenced leases in a directory shared by the
@@ -59,6 +62,15 @@ func helpVars() map[string]string {
 // the description and the variables its help interpolates.
 func Grammar() (grammar any, desc string, vars map[string]string) {
 	return new(cli), description, helpVars()
+}
+
+// versionCmd is the version verb; the parser prints the version for it,
+// so its Run is only there for a caller that runs it anyway.
+type versionCmd struct{ cliparse.VersionCmd }
+
+func (*versionCmd) Run(e *env) error {
+	_, err := fmt.Fprintf(e.stdout, "%s %s\n", "lease", cliparse.Version())
+	return err
 }
 
 // verb is every command: Parse returns the selected one.
@@ -115,7 +127,7 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		return outcome.ExitOK
 	}
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	pretty, reveal = c.Pretty, c.RevealTokens
 	var cwd string
@@ -124,26 +136,26 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 		// directory (an absolute one is used as it is: two system calls
 		// saved).
 		if cwd, err = os.Getwd(); err != nil {
-			return fail(stdout, stderr, pretty, reveal, err)
+			return fail(stdout, stderr, pretty, reveal, err, args)
 		}
 	}
 	clock, err := testclock.StoreOptions()
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err))
+		return fail(stdout, stderr, pretty, reveal, cliparse.Usagef("%v", err), args)
 	}
 	opts := append([]lease.Option{lease.WithOwnerPattern(c.OwnerPattern)}, clock...)
 	where, err := dirstore.ResolveStore(c.Store, "", cwd)
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	if a, ok := cmd.Target.(*acquireCmd); ok && c.Store == "" {
 		if err := dirstore.CheckCheckoutStore(ctx, cwd, where, []string{a.Kind}, opts...); err != nil {
-			return fail(stdout, stderr, pretty, reveal, err)
+			return fail(stdout, stderr, pretty, reveal, err, args)
 		}
 	}
 	store, closeStore, err := storeopen.OpenOrHandOff(ctx, where, "lease", args, opts...)
 	if err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	defer closeStore()
 	if w, ok := cmd.Target.(waiter); ok && w.waits() {
@@ -157,7 +169,7 @@ func run(ctx context.Context, hold func(), args []string, stdout, stderr io.Writ
 	}
 	e := &env{ctx: ctx, store: store, stdout: stdout, stderr: stderr, pretty: pretty, reveal: reveal}
 	if err := cmd.Target.(verb).Run(e); err != nil {
-		return fail(stdout, stderr, pretty, reveal, err)
+		return fail(stdout, stderr, pretty, reveal, err, args)
 	}
 	return outcome.ExitOK
 }

@@ -74,8 +74,8 @@ func (c *acquireCmd) Run(e *env) error {
 	}
 	req := lease.Request{Kind: c.Kind, Owner: c.Owner, TTLMinutes: c.TTL}
 	if c.Payload != nil {
-		if !json.Valid([]byte(*c.Payload)) {
-			return cliparse.Usagef("--payload must be valid JSON")
+		if err := cliparse.JSON("payload", *c.Payload); err != nil {
+			return err
 		}
 		req.Payload = json.RawMessage(*c.Payload)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -40,8 +41,9 @@ func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
 // fail prints err as one JSON object, a hint on stderr, and returns the
-// exit status.
-func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
+// exit status. args is the command line, whose verb a usage error points
+// to the help of.
+func fail(stdout, stderr io.Writer, pretty, reveal bool, err error, args []string) int {
 	code, exit := classify(err)
 	out := failureOut{Failure: outcome.Failure{Code: code, Error: outcome.Describe(err)}}
 	var r *refusal
@@ -70,7 +72,7 @@ func fail(stdout, stderr io.Writer, pretty, reveal bool, err error) int {
 			msg = "lease: " + msg
 		}
 		if out.Code == "usage" {
-			msg += "\nRun 'lease --help' for usage."
+			msg += "\n" + cliparse.HelpHint(new(cli), "lease", args)
 		}
 		fmt.Fprintln(stderr, msg)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -128,6 +129,10 @@ func Classify(err error) (code string, exit int) {
 		return "guard_busy", ExitInternal
 	case errors.Is(err, lease.ErrUnavailable):
 		return "unavailable", ExitInternal
+	case errors.Is(err, storefile.ErrTooLarge):
+		// A store file over its read bound: not read, never taken for
+		// an empty one, and nothing changed.
+		return "too_large", ExitInternal
 	}
 	return "internal", ExitInternal
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ type globals struct {
 	ResetCmd     string `name:"reset-cmd" placeholder:"CMD" env:"POOL_RESET_CMD" help:"Override the pool file's reset command."`
 	HealthCmd    string `name:"health-cmd" placeholder:"CMD" env:"POOL_HEALTH_CMD" help:"Override the pool file's health command."`
 	NudgeCmd     string `name:"nudge-cmd" placeholder:"CMD" env:"POOL_NUDGE_CMD" help:"Override the pool file's nudge command (gets each async grant as JSON on stdin)."`
+	cliparse.VersionFlag
 }
 
 // waitFlags are shared by the verbs that take a slot.
@@ -57,6 +59,7 @@ type cli struct {
 	Quarantine   quarantineCmd   `cmd:"" help:"Take a slot out of rotation (owner-fenced, journaled); waiters never get it."`
 	Unquarantine unquarantineCmd `cmd:"" help:"Reset and health-check a quarantined slot, and put it back into rotation if both pass."`
 	Top          topCmd          `cmd:"" help:"A live view of the pool on a terminal: slots, queue and recent events, redrawn as they change (q leaves; runs durable-lease-top)."`
+	Version      versionCmd      `cmd:"" help:"Print the version and the commit this build was made from (as --version does)."`
 	Waiter       waiterCmd       `cmd:"" hidden:"" help:"(internal) The detached waiter of an async request."`
 
 	// Plumbing: one step of a waiter each, for callers that drive the queue.
@@ -65,16 +68,60 @@ type cli struct {
 	HeartbeatEntry heartbeatEntryCmd `cmd:"" name:"heartbeat-entry" group:"plumbing" help:"(plumbing) Keep a queued entry live and print its position."`
 }
 
+// commandFlags are the overrides of the pool file's commands: common
+// flags that every verb takes (as the Node tool's pool CLI does, before
+// the verb or after it), and that only the verbs running the command read.
+var commandFlags = []string{"provision-cmd", "reset-cmd", "health-cmd", "nudge-cmd"}
+
+// reads are the flags of commandFlags and waitFlags each verb reads; a
+// verb missing here reads none of them.
+var reads = map[string][]string{
+	// A grant: provision then health; an async one nudges.
+	"acquire":   {"provision-cmd", "health-cmd", "poll-ms"},
+	"request":   {"provision-cmd", "health-cmd", "nudge-cmd", "poll-ms"}, // for its waiter
+	"waiter":    {"provision-cmd", "health-cmd", "nudge-cmd", "poll-ms"},
+	"try-grant": {"provision-cmd", "health-cmd", "nudge-cmd"},
+	// Reset then health; pump's probes run health, and lift the
+	// quarantines the pool made with reset and health.
+	"reset":        {"reset-cmd", "health-cmd"},
+	"reprovision":  {"reset-cmd", "health-cmd"},
+	"unquarantine": {"reset-cmd", "health-cmd"},
+	"pump":         {"reset-cmd", "health-cmd"},
+	"health":       {"health-cmd"},
+}
+
+// UnreadFlags implements [cliparse.Unread]: the help of each verb lists
+// only the command overrides it runs, and --poll-ms only where it waits.
+func (*cli) UnreadFlags(verb string) []string {
+	var unread []string
+	for _, f := range append(slices.Clone(commandFlags), "poll-ms") {
+		if !slices.Contains(reads[verb], f) {
+			unread = append(unread, f)
+		}
+	}
+	return unread
+}
+
 const description = `A pool of interchangeable slots (ports, a database, a cache index) shared by
 the processes of one host (or of many, on an etcd:// store), each slot a
 durable lease. Waiters queue in FIFO order and every grant runs the pool's
 provision and health commands first. Every outcome prints one JSON object on
-stdout (or export lines with --shell), except the two verbs for people:
-history prints a table unless --json, and top draws a live view.
+stdout (or export lines with --shell), except the views for people: status
+prints a table when stdout is a terminal, history unless --json, and top
+draws a live view.
 
 Exit status: 0 success, 1 refusal (saturated, timeout, not owner, provision or
 health failed, lease lost), 2 usage or invalid pool file (nothing changed),
 3 internal error.`
+
+// versionCmd is the version verb; the parser prints the version for it,
+// so its Run is only there for a caller that runs it anyway.
+type versionCmd struct{ cliparse.VersionCmd }
+
+func (*versionCmd) Run(e *env) error {
+	_, err := fmt.Fprintf(e.stdout, "%s %s\n", "pool", cliparse.Version())
+	return err
+}
 
 // verb is every command: Parse returns the selected one.
 type verb interface{ Run(e *env) error }
@@ -202,16 +249,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// The command line did not parse, so whether --shell was meant
 		// is read from the words themselves: output that may be eval'd
 		// must be a comment and a failing command on every path.
-		return fail(stdout, stderr, false, shellRequested(args), err)
+		return fail(stdout, stderr, false, shellRequested(args), err, args)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err))
+		return fail(stdout, stderr, c.Pretty, false, fmt.Errorf("working directory: %w", err), args)
 	}
 	e := &env{ctx: ctx, g: &c.globals, stdout: stdout, stderr: stderr, cwd: cwd, args: args, takes: takingVerbs[cmd.Name]}
 	if err := cmd.Target.(verb).Run(e); err != nil {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
-		return fail(stdout, stderr, c.Pretty, shell, err)
+		return fail(stdout, stderr, c.Pretty, shell, err, args)
 	}
 	return jsonout.ExitOK
 }

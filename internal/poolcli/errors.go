@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -52,8 +53,10 @@ func (w *withRequest) Unwrap() error { return w.err }
 
 // fail prints err as one JSON object (or, in --shell mode, as a comment and
 // `false`, so an eval of the output fails without running any text) and
-// returns the exit status.
-func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
+// returns the exit status. args is the command line, whose verb a usage
+// error points to the help of (a mistake in the pool file, which the
+// error places, gets no such hint).
+func fail(stdout, stderr io.Writer, pretty, shell bool, err error, args []string) int {
 	code, exit := classify(err)
 	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
 	var qe *pool.QueueError
@@ -103,8 +106,8 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error) int {
 		_ = jsonout.Write(stdout, out, pretty)
 	}
 	msg := "pool: " + strings.TrimPrefix(jsonout.Describe(err), "pool: ")
-	if exit == jsonout.ExitUsage && out.Code == "usage" {
-		msg += "\nRun 'pool --help' for usage."
+	if exit == jsonout.ExitUsage && out.Code == "usage" && !errors.Is(err, pool.ErrConfig) {
+		msg += "\n" + cliparse.HelpHint(new(cli), "pool", args)
 	}
 	fmt.Fprintln(stderr, msg)
 	return exit

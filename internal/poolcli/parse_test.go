@@ -24,7 +24,7 @@ var hotLines = [][]string{
 
 // quickVerbs are the verbs read the quick way; the others (request,
 // waiter, enqueue) have default or enum tags and go to kong.
-var quickVerbs = []string{"acquire", "claim", "heartbeat", "reset", "release", "reprovision", "health", "status", "pump", "history", "quarantine", "unquarantine", "try-grant", "heartbeat-entry"}
+var quickVerbs = []string{"acquire", "claim", "heartbeat", "reset", "release", "reprovision", "health", "status", "pump", "history", "quarantine", "unquarantine", "version", "try-grant", "heartbeat-entry"}
 
 func newGrammar() any { return new(cli) }
 

@@ -35,7 +35,7 @@ import (
 )
 
 type cli struct {
-	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then ci-local)."`
+	Owner        *string        `placeholder:"OWNER" help:"Who holds the lease (default: the gate file's owner, then $$LEASE_OWNER, then pool-run@ and the name of the worktree or directory it runs in)."`
 	Pool         *string        `placeholder:"FILE" help:"Take a slot of this pool file (default: the gate file's pool, then $$LEASE_POOL_FILE, then the nearest durable-lease-pool.json from the working directory up to the top of its repository)."`
 	Kind         *string        `placeholder:"KIND" help:"Hold this one lease (a baton) instead of a slot."`
 	Gate         *string        `placeholder:"FILE" help:"Run the phases of this gate file (YAML) instead of a command."`
@@ -56,6 +56,7 @@ type cli struct {
 	Containment  string         `placeholder:"auto|cgroup|tree" env:"POOL_RUN_CONTAINMENT" help:"How the work is held: a cgroup of its own where one can be made (auto, the default), a cgroup or fail (cgroup), or the guardian's process tree (tree)."`
 	CgroupParent string         `name:"cgroup-parent" placeholder:"DIR" env:"POOL_RUN_CGROUP_PARENT" help:"The cgroup v2 directory to make the run's cgroup in (default: pool-run's own cgroup, where this user may write it)."`
 	Explain      bool           `help:"Say how a run with these flags would hold its work (containment, the shortest TTL it keeps) as JSON, and exit without acquiring anything."`
+	cliparse.VersionFlag
 
 	Command []string `arg:"" optional:"" passthrough:"partial" placeholder:"-- COMMAND [ARGS...]" help:"The command to run while the lease is held (no shell)."`
 }
@@ -409,8 +410,8 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 		return nil, nil, cliparse.Usagef("--payload is for a baton (--kind)")
 	}
 	if c.Payload != nil {
-		if !json.Valid([]byte(*c.Payload)) {
-			return nil, nil, cliparse.Usagef("--payload must be valid JSON")
+		if err := cliparse.JSON("payload", *c.Payload); err != nil {
+			return nil, nil, err
 		}
 		o.Payload = json.RawMessage(*c.Payload)
 	}
@@ -418,7 +419,7 @@ func (c *cli) options(cwd string, args []string, stdio IO, closeStore *func() er
 	if c.Owner != nil {
 		o.Owner = *c.Owner // even "", which the owner fence then refuses
 	} else {
-		o.Owner = firstOf(gateField(g, func(g *gates.Gate) string { return g.Owner }), os.Getenv("LEASE_OWNER"), "ci-local")
+		o.Owner = firstOf(gateField(g, func(g *gates.Gate) string { return g.Owner }), os.Getenv("LEASE_OWNER"), defaultOwner(cwd))
 	}
 	ttl := 0.0
 	switch {

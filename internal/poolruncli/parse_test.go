@@ -1,6 +1,9 @@
 package poolruncli
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -8,6 +11,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // hotLines are the command lines a fresh process must read without
@@ -80,6 +84,35 @@ func TestFlagsEndAtTheCommand(t *testing.T) {
 		}
 		if accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args); err != nil || !accepted {
 			t.Errorf("%s: quick accepted %v, %v", tc.args, accepted, err)
+		}
+	}
+}
+
+// TestDefaultOwnerNamesTheWorktree: without --owner, a gate's owner or
+// LEASE_OWNER, the owner is pool-run@ and the worktree's name (the
+// nearest directory up with a .git, directory or file), else the
+// directory's, made to fit the default owner pattern.
+func TestDefaultOwnerNamesTheWorktree(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"repo/.git", "repo/a/b", "wt x+y/deep", "plain dir", strings.Repeat("n", 150)} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "wt x+y", ".git"), []byte("gitdir: /elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pattern := regexp.MustCompile(lease.DefaultOwnerPattern)
+	for dir, want := range map[string]string{
+		"repo":                   "pool-run@repo",
+		"repo/a/b":               "pool-run@repo",
+		"wt x+y/deep":            "pool-run@wt_x_y",
+		"plain dir":              "pool-run@plain_dir",
+		strings.Repeat("n", 150): "pool-run@" + strings.Repeat("n", 100),
+	} {
+		got := defaultOwner(filepath.Join(root, dir))
+		if got != want || !pattern.MatchString(got) {
+			t.Errorf("%s: %q, want %q (matching the default owner pattern)", dir, got, want)
 		}
 	}
 }

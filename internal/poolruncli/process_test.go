@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,6 +216,44 @@ func TestSignalsReleaseAndExit(t *testing.T) {
 	}
 }
 
+// TestKillGraceIsSaid: after a signal, a work that does not exit is not
+// left looking like a hang: pool-run says once what it waits for and for
+// how long, and that a second signal ends the wait. A work that exits at
+// once gets no such line. Before, the kill grace ran in silence.
+func TestKillGraceIsSaid(t *testing.T) {
+	t.Parallel()
+	said := regexp.MustCompile(`(?m)^pool-run: the work has not exited after SIGINT; waiting up to \d+(\.\d)?s more for it before SIGKILL \(Ctrl-C again kills it now\)$`)
+	t.Run("ignored", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		c, stderr, done := r.startRun("--kind", "b", "--kill-grace", "3s", "--",
+			"sh", "-c", `trap "" INT TERM; echo $$ > ready.pid; while :; do sleep 0.05; done`)
+		r.waitFile("ready.pid")
+		if err := c.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, done, 20*time.Second); code != 130 {
+			t.Errorf("exit %d, want 130; stderr:\n%s", code, stderr)
+		}
+		if n := len(said.FindAllString(stderr.String(), -1)); n != 1 {
+			t.Errorf("%d lines say what pool-run waits for, want 1; stderr:\n%s", n, stderr)
+		}
+	})
+	t.Run("obeyed", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		c, stderr, done := r.startRun("--kind", "b", "--kill-grace", "3s", "--", "sh", "-c", "echo $$ > ready.pid; exec sleep 60")
+		r.waitFile("ready.pid")
+		if err := c.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		waitExit(t, done, 20*time.Second)
+		if strings.Contains(stderr.String(), "before SIGKILL") {
+			t.Errorf("a work that exited at once got the kill grace's line:\n%s", stderr)
+		}
+	})
+}
+
 // onePool writes a pool of one slot and holds that slot from the test.
 func (r *rig) onePool() (string, *pool.Pool, *pool.Grant) {
 	r.t.Helper()
@@ -300,7 +339,7 @@ func TestSummaryJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.OK || s.Code != "failed" || s.Exit != 4 || s.Held.Kind != "b" || s.Held.Owner != "ci-local" || len(s.Phases) != 3 ||
+	if s.OK || s.Code != "failed" || s.Exit != 4 || s.Held.Kind != "b" || s.Held.Owner != "pool-run@"+filepath.Base(r.dir) || len(s.Phases) != 3 ||
 		s.Phases[0].Result != "passed" || s.Phases[1].Result != "failed" || s.Phases[1].Exit != 4 || s.Phases[2].Result != "skipped" {
 		t.Errorf("summary = %s", b)
 	}

@@ -182,7 +182,7 @@ func readFd(fd int, path string, max int) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > max {
-				return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)}
+				return nil, tooLarge(fd, path, max)
 			}
 			buf = append(buf, 0)[:len(buf)]
 		}
@@ -198,9 +198,47 @@ func readFd(fd int, path string, max int) ([]byte, error) {
 		}
 		buf = buf[:len(buf)+n]
 		if len(buf) > max {
-			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)}
+			return nil, tooLarge(fd, path, max)
 		}
 	}
+}
+
+// SizeError reports a file over the read bound of its kind, as a
+// [*os.PathError]'s Err; it matches [ErrTooLarge]. Nothing was read of
+// it: a caller must not take it for an empty or missing file.
+type SizeError struct {
+	// Size is the file's size as fstat saw it (at least Max+1).
+	Size int64
+	// Max is the bound, in bytes.
+	Max int
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("%d bytes, over its read bound of %s", e.Size, Bytes(e.Max))
+}
+
+func (e *SizeError) Is(target error) bool { return target == ErrTooLarge }
+
+// tooLarge is the error of a file over max bytes, open as fd.
+func tooLarge(fd int, path string, max int) error {
+	size := int64(max) + 1
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Size > size {
+		size = st.Size
+	}
+	return &os.PathError{Op: "read", Path: path, Err: &SizeError{Size: size, Max: max}}
+}
+
+// Bytes says a bound in bytes for people: "4 MiB (4194304 bytes)", "256
+// bytes".
+func Bytes(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB (%d bytes)", n>>20, n)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB (%d bytes)", n>>10, n)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // Append appends data to the regular file at path (created with perm if

@@ -8,6 +8,7 @@ package kongparse
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/alecthomas/kong"
 
@@ -32,6 +33,7 @@ func Parse(grammar any, name, description string, vars map[string]string, args [
 	if err != nil {
 		return cliparse.Command{}, false, 0, fmt.Errorf("building the parser: %w", err)
 	}
+	hideUnread(parser.Model.Node, grammar, args)
 	defer func() {
 		if r := recover(); r != nil {
 			ex, ok := r.(exitRequest)
@@ -49,4 +51,31 @@ func Parse(grammar any, name, description string, vars map[string]string, args [
 		cmd = cliparse.Command{Name: sel.Name, Target: sel.Target.Addr().Interface()}
 	}
 	return cmd, false, 0, nil
+}
+
+// hideUnread hides, in the help of the verb args name, the flags the
+// grammar says that verb accepts but does not read ([cliparse.Unread]).
+func hideUnread(root *kong.Node, grammar any, args []string) {
+	u, ok := grammar.(cliparse.Unread)
+	if !ok {
+		return
+	}
+	verb := cliparse.VerbOf(grammar, args)
+	if verb == "" {
+		return
+	}
+	hide := u.UnreadFlags(verb)
+	nodes := []*kong.Node{root}
+	for _, c := range root.Children {
+		if c.Name == verb {
+			nodes = append(nodes, c)
+		}
+	}
+	for _, n := range nodes {
+		for _, f := range n.Flags {
+			if slices.Contains(hide, f.Name) {
+				f.Hidden = true
+			}
+		}
+	}
 }

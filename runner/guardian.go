@@ -151,6 +151,9 @@ func isOpen(fd int) bool {
 // Each wake-up of an idle Go process costs about 0.2 ms of CPU here, so
 // the idle tick is what a guardian costs: 0.1% of a core.
 const (
+	// abandonAfter is how long a guardian whose pool-run is gone waits,
+	// once it killed the work, to see it go before it exits anyway.
+	abandonAfter = 10 * time.Second
 	guardTick    = 250 * time.Millisecond
 	stoppingTick = 5 * time.Millisecond
 )
@@ -197,6 +200,7 @@ type guardian struct {
 	stopping   bool
 	termRest   bool // the interpreter was asked to stop first; the rest on its exit
 	killed     bool
+	killedAt   int64 // bootClock ns of the first SIGKILL
 	killAt     int64
 	why        string
 	left       int
@@ -274,6 +278,13 @@ func guardianMain() int {
 		g.reap()
 		g.step()
 		if !g.running && (g.done || g.parentGone) {
+			break
+		}
+		if g.parentGone && g.killed && bootNow()-g.killedAt > int64(abandonAfter) {
+			// Nobody waits for this guardian any more, and what it killed
+			// has not been seen to go (a process stuck in the kernel dies
+			// when it wakes): it must not poll for ever.
+			g.say("the work was killed %s ago and is not seen gone; leaving it", abandonAfter)
 			break
 		}
 		tick.Reset(g.nextTick())
@@ -590,6 +601,9 @@ func (g *guardian) beginStop(grace int64) {
 func (g *guardian) kill() {
 	if !g.running {
 		return
+	}
+	if !g.killed {
+		g.killedAt = bootNow()
 	}
 	g.stopping, g.killed = true, true
 	g.signalAll(syscall.SIGKILL)

@@ -55,7 +55,7 @@ func TestStateOverTheBoundIsNeverEmpty(t *testing.T) {
 	tp := newTestPool(t, oneSlotPool, pool.Options{})
 	must(t, os.MkdirAll(tp.Dir(), 0o700))
 
-	big := queueOf(t, 50_000, tp.Store().Now())
+	big := queueOf(t, 50_000*maxStateBytes/(4<<20), tp.Store().Now())
 	if len(big) < 2*maxStateBytes {
 		t.Fatalf("the queue is %d bytes, want over twice the bound", len(big))
 	}
@@ -64,7 +64,7 @@ func TestStateOverTheBoundIsNeverEmpty(t *testing.T) {
 	tooLarge := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, storefile.ErrTooLarge) || !strings.Contains(err.Error(), queue) ||
-			!strings.Contains(err.Error(), fmt.Sprintf("is %d bytes", len(big))) || !strings.Contains(err.Error(), "4 MiB (4194304 bytes)") {
+			!strings.Contains(err.Error(), fmt.Sprintf("is %d bytes", len(big))) || !strings.Contains(err.Error(), fmt.Sprintf("(%d bytes)", maxStateBytes)) {
 			t.Fatalf("%s: %v, want an error naming %s, its size and the bound", what, err, queue)
 		}
 	}

@@ -31,7 +31,7 @@ type statsDoc struct {
 // taken for an empty one (PROTOCOL §1, §6.1): reading it fails, naming the
 // file and the bound, and nothing replaces it; a write that would make
 // one fails the same way.
-const maxStateBytes = 4 << 20
+var maxStateBytes = 4 << 20 // a variable only so that the tests can make it small (TestMain)
 
 // dirState is a pool's [pool.Backend] on a directory store: the files of
 // <store>/<name>/ (docs/PROTOCOL.md §6), shared with the Node tool. The
@@ -205,11 +205,11 @@ func (d *dirState) SweepGrants(_ context.Context, maxAge time.Duration) {
 // pool.log.1 (replacing the older one) before the next append, so the
 // log of a pool used for years stays under about twice this. Appenders
 // that opened the old file a moment before finish their line there.
-const logRotateBytes = 4 << 20
+var logRotateBytes = 4 << 20 // a variable only so that the tests can make it small (TestMain)
 
 func (d *dirState) AppendLog(_ context.Context, line []byte) error {
 	path := filepath.Join(d.dir, pool.LogFile)
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= logRotateBytes {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= int64(logRotateBytes) {
 		if err := os.Rename(path, path+rotatedSuffix); err != nil {
 			fmt.Fprintf(d.h.Log, "pool: rotating %s: %v\n", path, err)
 		}
@@ -225,7 +225,7 @@ func (d *dirState) AppendNudge(_ context.Context, line []byte) error {
 }
 
 // maxLogBytes bounds what is read of pool.log.
-const maxLogBytes = 64 << 20
+var maxLogBytes = 64 << 20 // a variable only so that the tests can make it small (TestMain)
 
 // Log reads pool.log.1, then pool.log. A generation larger than
 // maxLogBytes (a log the Node tool, which never rotates it, let grow) is
@@ -241,7 +241,7 @@ func (d *dirState) Log(context.Context) ([][]byte, error) {
 		if errors.Is(err, storefile.ErrTooLarge) {
 			var se *storefile.SizeError
 			errors.As(err, &se)
-			if data, err = readTail(path, maxLogBytes); err == nil && se != nil {
+			if data, err = readTail(path, int64(maxLogBytes)); err == nil && se != nil {
 				d.tailSaid.Do(func() {
 					fmt.Fprintf(d.h.Log, "pool: %s is %d bytes, over the %s read bound: only its last %s is read (history covers that)\n",
 						path, se.Size, storefile.Bytes(maxLogBytes), storefile.Bytes(maxLogBytes))

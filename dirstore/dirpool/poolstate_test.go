@@ -92,7 +92,7 @@ func TestLogOverTheBoundSaysSo(t *testing.T) {
 			t.Fatalf("events %v: want the end of pool.log.1, not its start", events)
 		}
 	}
-	want := fmt.Sprintf("%s is %d bytes, over the 64 MiB (67108864 bytes) read bound: only its last 64 MiB (67108864 bytes) is read", old, size)
+	want := fmt.Sprintf("%s is %d bytes, over the 1 MiB (1048576 bytes) read bound: only its last 1 MiB (1048576 bytes) is read", old, size)
 	if n := strings.Count(said.String(), want); n != 1 {
 		t.Fatalf("the pool's log said it %d times, want once:\n%s", n, said.String())
 	}

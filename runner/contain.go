@@ -298,8 +298,8 @@ func logf(w interface{ Write([]byte) (int, error) }) func(string, ...any) {
 // nprocLimit is the user's soft process limit (RLIMIT_NPROC), 0 for none.
 func nprocLimit() int64 {
 	var r unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NPROC, &r) != nil || r.Cur == unix.RLIM_INFINITY || r.Cur > 1<<40 {
-		return 0
+	if unix.Getrlimit(unix.RLIMIT_NPROC, &r) != nil || uint64(r.Cur) >= 1<<40 {
+		return 0 // unreadable, or as good as infinite
 	}
 	return int64(r.Cur)
 }

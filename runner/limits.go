@@ -30,9 +30,10 @@ var ErrLimit = errors.New("runner: a resource limit is too low for a run")
 // descriptors it inherited, which reach the work in place.
 func checkDescriptors() error {
 	var r unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) != nil || r.Cur == unix.RLIM_INFINITY {
-		return nil
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) != nil || uint64(r.Cur) >= 1<<40 {
+		return nil // unreadable, or as good as infinite
 	}
+	limit := uint64(r.Cur) // int64 on some systems, uint64 on others
 	high, open := 2, 3
 	for _, f := range inheritedFiles() {
 		if f != nil {
@@ -42,9 +43,9 @@ func checkDescriptors() error {
 	// The guardian's four descriptors go right above the highest
 	// inherited one; pool-run's own take free numbers wherever they are.
 	need := uint64(max(high+1+guardianDescriptors, open+ownDescriptors))
-	if r.Cur < need {
+	if limit < need {
 		return fmt.Errorf("%w: the descriptor limit (ulimit -n) is %d; pool-run needs %d (%d descriptors are inherited and passed on to the work, up to descriptor %d, and it opens about %d of its own)",
-			ErrLimit, r.Cur, need, open, high, ownDescriptors)
+			ErrLimit, limit, need, open, high, ownDescriptors)
 	}
 	return nil
 }

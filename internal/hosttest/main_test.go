@@ -158,6 +158,13 @@ func (r result) json(t *testing.T) map[string]any {
 // ended.
 func run(t *testing.T, u user, dir string, umask int, env []string, name string, args ...string) result {
 	t.Helper()
+	return runIn(t, u, -1, dir, umask, env, name, args...)
+}
+
+// runIn is run, the command starting inside the cgroup whose directory
+// is open as cgroupFD when that is 0 or more.
+func runIn(t *testing.T, u user, cgroupFD int, dir string, umask int, env []string, name string, args ...string) result {
+	t.Helper()
 	prog := name
 	if _, err := os.Stat(filepath.Join(binDir, name)); err == nil {
 		prog = filepath.Join(binDir, name)
@@ -170,8 +177,12 @@ func run(t *testing.T, u user, dir string, umask int, env []string, name string,
 	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C", "LEASE_HOST_REGISTRY=" + registry(t)}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if u != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u}
+	// What a work leaves behind holding its output must not hang the
+	// test: a run whose work outlives it is the failure to report.
+	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u}
+	if cgroupFD >= 0 {
+		intoCgroup(cmd.SysProcAttr, cgroupFD)
 	}
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String()}

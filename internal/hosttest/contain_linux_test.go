@@ -2,11 +2,9 @@ package hosttest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,36 +26,6 @@ const bomb = `#!/bin/sh
 setsid sh -c 'while :; do date +%s%N >> stamps; sleep 0.05; done' &
 while :; do setsid sleep 1000 & done
 `
-
-// runInCgroup is run, but the command starts inside the cgroup whose
-// directory is open as fd (when fd >= 0).
-func runInCgroup(t *testing.T, u user, fd int, dir string, env []string, name string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C"}, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// What the work leaves behind holding its output must not hang the
-	// test: a run whose work outlives it is the failure to report.
-	cmd.WaitDelay = 5 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u}
-	if fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	}
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.exit = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("%s %v: %v", name, args, err)
-	}
-	return r
-}
 
 // quiet checks that nothing writes stamps in dir any more and that no
 // process is left with dir as its working directory.
@@ -164,7 +132,7 @@ func TestForkBombUnderUlimit(t *testing.T) {
 			} else {
 				env = append(env, "POOL_RUN_CONTAINMENT=tree")
 			}
-			r := runInCgroup(t, asNobody, fd, dir, env, "/bin/bash", "-c",
+			r := runIn(t, asNobody, fd, dir, 0o022, env, "/bin/bash", "-c",
 				"ulimit -u 80 && exec pool-run --kind bomb --ttl 0.1 --heartbeat 300ms --summary-json summary.json -- ./bomb.sh")
 			bombOutcome(t, r)
 			quiet(t, dir)
@@ -248,7 +216,7 @@ func TestForkBombUnderPidsMax(t *testing.T) {
 				env = append(env, "POOL_RUN_CGROUP_PARENT="+cgrouptest.Scratch(t))
 			}
 			// The shell moves itself into the limit, then becomes pool-run.
-			r := runInCgroup(t, nil, -1, dir, env, "/bin/sh", "-c",
+			r := runIn(t, nil, -1, dir, 0o022, env, "/bin/sh", "-c",
 				"echo $$ > "+filepath.Join(limit, "cgroup.procs")+" && exec pool-run --kind bomb --ttl 0.1 --heartbeat 300ms -- ./bomb.sh")
 			bombOutcome(t, r)
 			quiet(t, dir)
@@ -257,4 +225,9 @@ func TestForkBombUnderPidsMax(t *testing.T) {
 			}
 		})
 	}
+}
+
+// intoCgroup makes the command start inside the cgroup open as fd.
+func intoCgroup(attr *syscall.SysProcAttr, fd int) {
+	attr.UseCgroupFD, attr.CgroupFD = true, fd
 }

@@ -32,7 +32,7 @@ export function binary(name, { testBuild = true } = {}) {
   if (!existsSync(path)) throw new Error(`${BIN_ENV}=${dir} holds no ${name} binary`);
   if (testBuild && !checked.has(path)) {
     const res = spawnSync(path, ["--version"], { encoding: "utf8" });
-    if (res.status !== 0 || !/\btags=\S*\bdltestclock\b/.test(res.stdout)) {
+    if (res.status !== 0 || !/\btags[ =]\S*\bdltestclock\b/.test(res.stdout)) {
       throw new Error(`${path} is not a test build (its --version says ${JSON.stringify(res.stdout.trim())}): build it with -tags dltestclock, or it ignores ${NOW_ENV}`);
     }
     checked.add(path);

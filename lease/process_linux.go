@@ -1,14 +1,13 @@
 package lease
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/durable-lease/durable-lease/internal/procfs"
 )
 
 // self describes this process.
@@ -52,23 +51,9 @@ func (h Process) Alive() (alive bool, reason string, known bool) {
 	return true, "", true
 }
 
-// procStat reads a process's start time (clock ticks since boot, field 22 of
-// /proc/<pid>/stat) and its state letter.
+// procStat reads a process's start time (clock ticks since boot) and its
+// state letter.
 func procStat(pid int) (start uint64, state byte, err error) {
-	data, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses; the fields
-	// after it start after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("lease: malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 20 || len(fields[0]) != 1 {
-		return 0, 0, fmt.Errorf("lease: malformed /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(fields[19], 10, 64)
-	return start, fields[0][0], err
+	st, err := procfs.ReadStat(pid)
+	return st.Start, st.State, err
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/cgroup"
+	"github.com/durable-lease/durable-lease/internal/procfs"
 	"github.com/durable-lease/durable-lease/internal/procgroup"
 )
 
@@ -38,28 +38,11 @@ type proc struct {
 
 // readStat reads /proc/PID/stat; ok is false for a process that is gone.
 func readStat(pid int) (p proc, ok bool) {
-	var buf [512]byte
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return p, false
 	}
-	n, _ := f.Read(buf[:])
-	f.Close()
-	data := buf[:n]
-	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+4 >= len(data) {
-		return p, false
-	}
-	f2 := bytes.Fields(data[i+1:])
-	if len(f2) < 2 {
-		return p, false
-	}
-	ppid, err := strconv.Atoi(string(f2[1]))
-	if err != nil {
-		return p, false
-	}
-	return proc{pid: pid, ppid: ppid, state: f2[0][0]}, true
+	return proc{pid: st.PID, ppid: st.PPID, state: st.State}, true
 }
 
 // processState is the state letter of pid ('T' stopped, 't' traced,
@@ -79,7 +62,7 @@ func processState(pid int) byte {
 // the tree holds, not what the machine runs; without them (a kernel built
 // without CONFIG_PROC_CHILDREN) it reads every process's parent instead.
 func descendants(root, _ int) []proc {
-	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(syscall.Gettid()) + "/children"); err != nil {
+	if !procfs.HasChildrenLists() {
 		return descendantsByScan(root)
 	}
 	var out []proc
@@ -102,46 +85,13 @@ func descendants(root, _ int) []proc {
 }
 
 // childrenOf lists the children of every thread of pid.
-func childrenOf(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil
-	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
-	var out []int
-	for _, tid := range tids {
-		data, err := os.ReadFile(dir + "/" + tid + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(data) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
+func childrenOf(pid int) []int { return procfs.Children(pid) }
 
 // descendantsByScan is descendants from every process's parent.
 func descendantsByScan(root int) []proc {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+	pids, _ := procfs.PIDs()
 	children := make(map[int][]proc)
-	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		if p, ok := readStat(pid); ok {
 			children[p.ppid] = append(children[p.ppid], p)
 		}

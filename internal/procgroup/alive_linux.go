@@ -1,10 +1,9 @@
 package procgroup
 
 import (
-	"bytes"
-	"os"
-	"strconv"
 	"syscall"
+
+	"github.com/durable-lease/durable-lease/internal/procfs"
 )
 
 // Alive reports whether a process other than a zombie is still in the
@@ -15,33 +14,12 @@ func Alive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err != nil {
 		return false
 	}
-	d, err := os.Open("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return true
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return true
-	}
-	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(data[i+1:])
-		if len(f) < 3 || f[0][0] == 'Z' {
-			continue
-		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil && st.PGRP == pgid && st.State != 'Z' {
 			return true
 		}
 	}

@@ -1,16 +1,11 @@
 package testrun
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -43,8 +38,8 @@ func Parallel(n int) Option {
 
 // Run runs m's tests and returns their exit status. Before, it puts
 // [RaceEnv] into this process's environment, so every child process a
-// test starts inherits it, and applies opts; after, it prints the
-// package's skips, if any, as one line (see [Summary]).
+// test starts inherits it, makes the binary's scratch cgroup (see
+// scratchCgroup) and applies opts.
 func Run(m M, opts ...Option) int {
 	k, v, _ := strings.Cut(RaceEnv(), "=")
 	os.Setenv(k, v)
@@ -62,9 +57,6 @@ func Run(m M, opts ...Option) int {
 	}
 	defer scratchCgroup()()
 	code := m.Run()
-	if line := Summary(); line != "" {
-		report(line, code == 0)
-	}
 	removeOwnCommands()
 	return code
 }
@@ -93,21 +85,13 @@ func RaceEnv() string {
 	return "GORACE=" + v
 }
 
-var (
-	mu      sync.Mutex
-	skipped = map[string][]string{} // reason -> test names
-)
-
-// Skip records why t skips, for the package's closing line, and skips it.
-// It is for skips that are a choice of the run: an opt-in profile (say
-// which variable runs it) or a mode such as -short.
+// Skip skips t, saying why. It is for skips that are a choice of the
+// run: an opt-in profile (say which variable runs it) or a mode such as
+// -short. gotestsum (as .ci/run runs the suite) lists every skip with
+// its reason; so does go test -v.
 func Skip(t testing.TB, format string, args ...any) {
 	t.Helper()
-	why := fmt.Sprintf(format, args...)
-	mu.Lock()
-	skipped[why] = append(skipped[why], t.Name())
-	mu.Unlock()
-	t.Skip(why)
+	t.Skipf(format, args...)
 }
 
 // Missing reports a program or service t needs and this machine lacks
@@ -120,152 +104,7 @@ func Missing(t testing.TB, format string, args ...any) {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s (CI=true: a failure, not a skip)", why)
 	}
-	Skip(t, "%s", why)
-}
-
-// maxNames is how many skipped tests of one reason a closing line names;
-// go test -v lists them all.
-const maxNames = 4
-
-// Summary is the package's closing line: how many tests skipped, their
-// names grouped by reason, or "" when none did.
-func Summary() string {
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	for _, names := range skipped {
-		n += len(names)
-	}
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf("testrun: %s: skipped %s: %s", packageDir(), plural(n, "test"), byReason(skipped))
-}
-
-// byReason lists skipped tests grouped by reason, reasons in order:
-// "TestA, TestB (why); TestC (why not)".
-func byReason(skips map[string][]string) string {
-	reasons := make([]string, 0, len(skips))
-	for why := range skips {
-		reasons = append(reasons, why)
-	}
-	sort.Strings(reasons)
-	parts := make([]string, len(reasons))
-	for i, why := range reasons {
-		names := skips[why]
-		if len(names) > maxNames {
-			names = append(names[:maxNames:maxNames], fmt.Sprintf("%d more", len(names)-maxNames))
-		}
-		parts[i] = fmt.Sprintf("%s (%s)", strings.Join(names, ", "), why)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// plural is "1 test" or "n tests".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// packageDir is the working directory (go test runs a package's tests in
-// its directory) relative to the module root, or as it is.
-func packageDir() string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "?"
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return wd
-	}
-	rel, err := filepath.Rel(root, wd)
-	if err != nil {
-		return wd
-	}
-	return "./" + filepath.ToSlash(rel)
-}
-
-// report prints line on stdout, where go test -v, go test -json, a run in
-// the package's directory and a failing package's output show it. In
-// package list mode (go test ./...) the go command discards the output of
-// a package that passes and prints only its "ok" line; then the skips go
-// to the run's spool instead, for the one line that ends the run (see
-// spool_linux.go). Where there is no spool, the line goes to the go
-// command's own standard output, beside the package's "ok" line, when
-// that is a terminal or a pipe.
-func report(line string, passed bool) {
-	fmt.Println(line)
-	if !passed || verbose() {
-		return
-	}
-	mu.Lock()
-	skips := make(map[string][]string, len(skipped))
-	for why, names := range skipped {
-		skips[why] = append([]string(nil), names...)
-	}
-	mu.Unlock()
-	if spool(packageDir(), skips) == nil {
-		return
-	}
-	if out, err := goStdout(); err == nil {
-		fmt.Fprintln(out, line)
-		out.Close()
-	}
-}
-
-// verbose reports whether the go command shows this binary's output
-// anyway (-v, or -json, which runs it with -test.v=test2json).
-func verbose() bool {
-	f := flag.Lookup("test.v")
-	return f != nil && f.Value.String() != "false"
-}
-
-// goStdout opens the standard output of the go command that runs this
-// binary, when that is not this binary's own standard output already (a
-// run in the package's directory streams it there). It fails where there
-// is no /proc, or the parent is not the go command.
-func goStdout() (*os.File, error) {
-	ppid := os.Getppid()
-	if err := goParent(ppid); err != nil {
-		return nil, err
-	}
-	var theirs syscall.Stat_t
-	if err := syscall.Stat(fmt.Sprintf("/proc/%d/fd/1", ppid), &theirs); err != nil {
-		return nil, err
-	}
-	// A file opened anew has an offset of its own: the go command's next
-	// write would land on the line. A terminal or a pipe has none.
-	if theirs.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		return nil, errors.New("the go command writes to a file")
-	}
-	return os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", ppid), os.O_WRONLY, 0)
-}
-
-// goParent checks that the process ppid is the go command and that its
-// standard output is not this binary's (the go command streams a single
-// package's output: the binary's own line is then the run's).
-func goParent(ppid int) error {
-	parent := fmt.Sprintf("/proc/%d", ppid)
-	exe, err := os.Readlink(parent + "/exe")
-	if err != nil {
-		return err
-	}
-	if base := filepath.Base(exe); base != "go" && !strings.HasPrefix(base, "go1") {
-		return errors.New("not run by the go command")
-	}
-	var mine, theirs syscall.Stat_t
-	if err := syscall.Fstat(1, &mine); err != nil {
-		return err
-	}
-	if err := syscall.Stat(parent+"/fd/1", &theirs); err != nil {
-		return err
-	}
-	if mine.Dev == theirs.Dev && mine.Ino == theirs.Ino {
-		return errors.New("the go command's output is this binary's")
-	}
-	return nil
+	t.Skip(why)
 }
 
 // Wrap returns an M whose Run is [Run] of m: for a TestMain that hands

@@ -1,3 +1,8 @@
+// Package jsonout classifies the errors of package pool for the CLIs
+// that use pools (pool, pool-run): a stable code word and an exit status,
+// then package outcome's for the rest. It is apart from outcome so that
+// the lease CLI, which classifies through outcome alone, does not link
+// package pool (internal/linkbudget).
 package jsonout
 
 import (
@@ -17,33 +22,29 @@ func Classify(err error) (code string, exit int) {
 	var ce *pool.ClaimError
 	switch {
 	case errors.Is(err, pool.ErrConfig), errors.Is(err, pool.ErrInvalid):
-		return "usage", ExitUsage
+		return "usage", outcome.ExitUsage
 	case errors.Is(err, pool.ErrStoreConflict):
-		return "store_conflict", ExitUsage
+		return "store_conflict", outcome.ExitUsage
 	case errors.As(err, &ce):
-		return ce.State, ExitRefused
+		return ce.State, outcome.ExitRefused
 	case errors.As(err, &se):
-		return se.State, ExitRefused
+		return se.State, outcome.ExitRefused
 	case errors.Is(err, pool.ErrSaturated):
-		return "saturated", ExitRefused
+		return "saturated", outcome.ExitRefused
 	case errors.Is(err, pool.ErrTimeout):
-		return "timeout", ExitRefused
+		return "timeout", outcome.ExitRefused
 	case errors.Is(err, pool.ErrQueueEntryLost):
-		return "queue_entry_lost", ExitRefused
+		return "queue_entry_lost", outcome.ExitRefused
 	case errors.Is(err, pool.ErrUnknownRequest):
-		return "unknown_request", ExitRefused
+		return "unknown_request", outcome.ExitRefused
 	case errors.Is(err, pool.ErrLeaseLost):
-		return "lease_lost", ExitRefused
+		return "lease_lost", outcome.ExitRefused
 	case errors.Is(err, pool.ErrQuarantined):
-		return "quarantined", ExitRefused
+		return "quarantined", outcome.ExitRefused
 	case errors.Is(err, pool.ErrNotQuarantined):
-		return "not_quarantined", ExitRefused
+		return "not_quarantined", outcome.ExitRefused
 	case errors.Is(err, pool.ErrQueueBusy):
-		return "queue_busy", ExitInternal
+		return "queue_busy", outcome.ExitInternal
 	}
 	return outcome.Classify(err)
 }
-
-// Describe is err's text for people: a cancellation, which the CLIs only
-// get from a signal, says so instead of "context canceled".
-func Describe(err error) string { return outcome.Describe(err) }

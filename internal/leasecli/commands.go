@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
@@ -37,34 +36,22 @@ func (c *acquireCmd) waits() bool { return c.WaitMs > 0 }
 // AppendJSON implements outcome.Appender: the output as encoding/json
 // writes it (the records' own MarshalJSON writes compact JSON).
 func (o acquireOut) AppendJSON(b []byte) ([]byte, bool) {
-	ok := true
-	str := func(name, v string) {
-		b = append(b, name...)
-		if ok {
-			b, ok = outcome.AppendString(b, v)
-		}
-	}
-	b = append(b, `{"ok":`...)
-	b = strconv.AppendBool(b, o.OK)
-	str(`,"code":`, o.Code)
-	str(`,"kind":`, o.Kind)
-	b = append(b, `,"record":`...)
-	if ok {
-		b, ok = outcome.AppendMarshaler(b, o.Record, o.Record == nil)
-	}
+	j := outcome.NewObject(b)
+	j.Bool("ok", o.OK)
+	j.Str("code", o.Code)
+	j.Str("kind", o.Kind)
+	j.Marshaler("record", o.Record, o.Record == nil)
 	if o.Fence != 0 {
-		b = append(b, `,"fence":`...)
-		b = strconv.AppendInt(b, o.Fence, 10)
+		j.Int("fence", o.Fence)
 	}
-	str(`,"expiresAt":`, o.ExpiresAt)
+	j.Str("expiresAt", o.ExpiresAt)
 	if o.TookOverExpired {
-		b = append(b, `,"tookOverExpired":true`...)
+		j.Bool("tookOverExpired", true)
 	}
-	if o.Previous != nil && ok {
-		b = append(b, `,"previous":`...)
-		b, ok = outcome.AppendMarshaler(b, o.Previous, false)
+	if o.Previous != nil {
+		j.Marshaler("previous", o.Previous, false)
 	}
-	return append(b, '}'), ok
+	return j.End()
 }
 
 func (c *acquireCmd) Run(e *env) error {
@@ -161,29 +148,19 @@ type releaseOut struct {
 
 // AppendJSON implements outcome.Appender, as acquireOut's does.
 func (o releaseOut) AppendJSON(b []byte) ([]byte, bool) {
-	ok := true
-	str := func(name, v string) {
-		b = append(b, name...)
-		if ok {
-			b, ok = outcome.AppendString(b, v)
-		}
-	}
-	b = append(b, `{"ok":`...)
-	b = strconv.AppendBool(b, o.OK)
-	str(`,"code":`, o.Code)
-	str(`,"kind":`, o.Kind)
-	b = append(b, `,"released":`...)
-	b = strconv.AppendBool(b, o.Released)
-	b = append(b, `,"wasExpired":`...)
-	b = strconv.AppendBool(b, o.WasExpired)
+	j := outcome.NewObject(b)
+	j.Bool("ok", o.OK)
+	j.Str("code", o.Code)
+	j.Str("kind", o.Kind)
+	j.Bool("released", o.Released)
+	j.Bool("wasExpired", o.WasExpired)
 	if o.Forced {
-		b = append(b, `,"forced":true`...)
+		j.Bool("forced", true)
 	}
-	if o.Previous != nil && ok {
-		b = append(b, `,"previous":`...)
-		b, ok = outcome.AppendMarshaler(b, o.Previous, false)
+	if o.Previous != nil {
+		j.Marshaler("previous", o.Previous, false)
 	}
-	return append(b, '}'), ok
+	return j.End()
 }
 
 func (c *releaseCmd) Run(e *env) error {

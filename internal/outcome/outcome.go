@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
+	"github.com/durable-lease/durable-lease/internal/jsonfast"
 	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -64,33 +66,66 @@ type Appender interface {
 	AppendJSON(dst []byte) (out []byte, ok bool)
 }
 
-// AppendString appends s as a JSON string if it needs no escaping (every
-// byte printable ASCII, no quote or backslash), as the encoder writes
-// such a string; ok is false otherwise.
-func AppendString(dst []byte, s string) (out []byte, ok bool) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return dst, false
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"'), true
+// Object writes a JSON object member by member as the encoder writes
+// it, for an [Appender]: each method appends the member's name (with the
+// comma before it when it is not the first) and its value. OK is false
+// once a value could not be written so (a marshaler that failed), and the
+// caller then hands the whole value to the encoder.
+type Object struct {
+	B  []byte
+	OK bool
+	n  int
 }
 
-// AppendMarshaler appends what m's MarshalJSON returns (nil as null), as
-// the encoder writes it when that is already compact JSON, which ok
-// reports only for a marshaler the caller knows to write it so.
-func AppendMarshaler(dst []byte, m json.Marshaler, isNil bool) (out []byte, ok bool) {
+// NewObject starts an object at the end of dst.
+func NewObject(dst []byte) *Object { return &Object{B: append(dst, '{'), OK: true} }
+
+func (o *Object) name(name string) {
+	if o.n > 0 {
+		o.B = append(o.B, ',')
+	}
+	o.n++
+	o.B = jsonfast.AppendString(o.B, name, false)
+	o.B = append(o.B, ':')
+}
+
+// Str appends a string member.
+func (o *Object) Str(name, v string) {
+	o.name(name)
+	o.B = jsonfast.AppendString(o.B, v, false)
+}
+
+// Bool appends a boolean member.
+func (o *Object) Bool(name string, v bool) {
+	o.name(name)
+	o.B = strconv.AppendBool(o.B, v)
+}
+
+// Int appends an integer member.
+func (o *Object) Int(name string, v int64) {
+	o.name(name)
+	o.B = strconv.AppendInt(o.B, v, 10)
+}
+
+// Marshaler appends what m's MarshalJSON returns (null when isNil), as the
+// encoder writes it when that is already compact JSON, which the caller
+// must know it is.
+func (o *Object) Marshaler(name string, m json.Marshaler, isNil bool) {
+	o.name(name)
 	if isNil {
-		return append(dst, "null"...), true
+		o.B = append(o.B, "null"...)
+		return
 	}
 	b, err := m.MarshalJSON()
 	if err != nil {
-		return dst, false
+		o.OK = false
+		return
 	}
-	return append(dst, b...), true
+	o.B = append(o.B, b...)
 }
+
+// End closes the object and returns what an Appender returns.
+func (o *Object) End() ([]byte, bool) { return append(o.B, '}'), o.OK }
 
 // Classify maps the errors of the command line and of package lease,
 // signals and the rest to a stable code word and an exit status.

@@ -17,7 +17,7 @@ import (
 	"github.com/durable-lease/durable-lease/dirstore/dirpool"
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
-	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/internal/testclock"
 	"github.com/durable-lease/durable-lease/lease"
@@ -221,7 +221,7 @@ func (e *env) open(w waitFlags) (*pool.Pool, error) {
 	return p, nil
 }
 
-func (e *env) emit(v any) error { return jsonout.Write(e.stdout, v, e.g.Pretty) }
+func (e *env) emit(v any) error { return outcome.Write(e.stdout, v, e.g.Pretty) }
 
 // shellRequested reports whether args ask for --shell output, before any
 // "--" that ends the flags.
@@ -260,5 +260,5 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		shell := (cmd.Name == "acquire" && c.Acquire.Shell) || (cmd.Name == "claim" && c.Claim.Shell)
 		return fail(stdout, stderr, c.Pretty, shell, err, args)
 	}
-	return jsonout.ExitOK
+	return outcome.ExitOK
 }

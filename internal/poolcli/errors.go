@@ -8,6 +8,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
@@ -20,7 +21,7 @@ import (
 // as it also matches pool.ErrQueueEntryLost.
 func classify(err error) (code string, exit int) {
 	if errors.Is(err, pool.ErrGranted) {
-		return "granted", jsonout.ExitRefused
+		return "granted", outcome.ExitRefused
 	}
 	return jsonout.Classify(err)
 }
@@ -28,7 +29,7 @@ func classify(err error) (code string, exit int) {
 // failureOut is every ok:false object; the optional fields say where a
 // refused waiter stood, which slot failed, or who holds a slot.
 type failureOut struct {
-	jsonout.Failure
+	outcome.Failure
 	State      string `json:"state,omitempty"`
 	RequestID  string `json:"requestId,omitempty"`
 	ReqIDSnake string `json:"request_id,omitempty"`
@@ -58,7 +59,7 @@ func (w *withRequest) Unwrap() error { return w.err }
 // error places, gets no such hint).
 func fail(stdout, stderr io.Writer, pretty, shell bool, err error, args []string) int {
 	code, exit := classify(err)
-	out := failureOut{Failure: jsonout.Failure{Code: code, Error: jsonout.Describe(err)}}
+	out := failureOut{Failure: outcome.Failure{Code: code, Error: outcome.Describe(err)}}
 	var qe *pool.QueueError
 	if errors.As(err, &qe) {
 		out.Position = qe.Position
@@ -100,13 +101,13 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error, args []string
 	}
 	if shell {
 		var b strings.Builder
-		_ = jsonout.Write(&b, out, false)
+		_ = outcome.Write(&b, out, false)
 		fmt.Fprintf(stdout, "# %s\nfalse\n", strings.TrimSpace(b.String()))
 	} else {
-		_ = jsonout.Write(stdout, out, pretty)
+		_ = outcome.Write(stdout, out, pretty)
 	}
-	msg := "pool: " + strings.TrimPrefix(jsonout.Describe(err), "pool: ")
-	if exit == jsonout.ExitUsage && out.Code == "usage" && !errors.Is(err, pool.ErrConfig) {
+	msg := "pool: " + strings.TrimPrefix(outcome.Describe(err), "pool: ")
+	if exit == outcome.ExitUsage && out.Code == "usage" && !errors.Is(err, pool.ErrConfig) {
 		msg += "\n" + cliparse.HelpHint(new(cli), "pool", args)
 	}
 	fmt.Fprintln(stderr, msg)

@@ -27,6 +27,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cliparse/kongparse" // help and errors: the full parser
 	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/internal/progress"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
@@ -163,7 +164,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	cwd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "pool-run: working directory: %v\n", err)
-		return jsonout.ExitInternal
+		return outcome.ExitInternal
 	}
 	if c.SummaryJSON != "" {
 		// Judged before anything is acquired: a run never ends by
@@ -181,7 +182,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	}
 	if err != nil {
 		code, exit := jsonout.Classify(err)
-		if (exit == jsonout.ExitUsage && code != "unsafe_store" && code != "store_conflict") || errors.Is(err, gates.ErrInvalid) {
+		if (exit == outcome.ExitUsage && code != "unsafe_store" && code != "store_conflict") || errors.Is(err, gates.ErrInvalid) {
 			return usage(stdio.Stderr, err)
 		}
 		fmt.Fprintf(stdio.Stderr, "pool-run: %v (%s)\n", err, code)
@@ -207,7 +208,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		if err := writeSummary(abs(cwd, c.SummaryJSON), res); err != nil {
 			fmt.Fprintf(stdio.Stderr, "pool-run: writing the summary: %v\n", err)
 			if res.Exit == 0 {
-				return jsonout.ExitInternal
+				return outcome.ExitInternal
 			}
 		}
 	}
@@ -217,7 +218,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 // heldByAncestor is the result of a run that asked for what an ancestor
 // pool-run holds: refused (exit 1) before anything was acquired or run.
 func heldByAncestor(err error, gate *gates.Gate) *runner.Result {
-	r := &runner.Result{Exit: jsonout.ExitRefused, Code: codeHeldByAncestor, Err: err}
+	r := &runner.Result{Exit: outcome.ExitRefused, Code: codeHeldByAncestor, Err: err}
 	if gate != nil {
 		for _, p := range gate.Phases {
 			r.Phases = append(r.Phases, runner.PhaseResult{Name: p.Name, Result: runner.PhaseSkipped})
@@ -232,7 +233,7 @@ const codeHeldByAncestor = "held_by_ancestor"
 func usage(w io.Writer, err error) int {
 	msg := strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": ")
 	fmt.Fprintf(w, "pool-run: %s (usage)\nRun 'pool-run --help' for usage.\n", msg)
-	return jsonout.ExitUsage
+	return outcome.ExitUsage
 }
 
 // report prints the run's closing lines on stderr.

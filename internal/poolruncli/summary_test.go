@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/jsonout"
+	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/runner"
@@ -19,9 +19,9 @@ func TestExitStatusesAreTheCLIs(t *testing.T) {
 		name          string
 		runner, jsout int
 	}{
-		{"refused", runner.ExitRefused, jsonout.ExitRefused},
-		{"usage", runner.ExitUsage, jsonout.ExitUsage},
-		{"internal", runner.ExitInternal, jsonout.ExitInternal},
+		{"refused", runner.ExitRefused, outcome.ExitRefused},
+		{"usage", runner.ExitUsage, outcome.ExitUsage},
+		{"internal", runner.ExitInternal, outcome.ExitInternal},
 	} {
 		if c.runner != c.jsout {
 			t.Errorf("%s: runner exits %d, the CLIs %d", c.name, c.runner, c.jsout)

@@ -36,7 +36,7 @@ for tool in go flock python3 git hyperfine; do
 done
 ROUNDS=${ROUNDS:-20}
 RUNS=${RUNS:-30}
-VARIANTS=${VARIANTS:-"kong signals appendjson jsonfast recordfast sha256 patterns cryptorand getrandom none"}
+VARIANTS=${VARIANTS:-"kong signals appendjson jsonfast fencefast sha256 patterns cryptorand getrandom none"}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 parent=${BENCH_STORE_PARENT:-$root/logs}

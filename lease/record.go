@@ -304,14 +304,6 @@ func (r *Record) EncodeFile() ([]byte, error) {
 // heartbeated or released, and lapses at its TTL, as in the Node tool), and
 // the kind is always the file's.
 func DecodeRecord(kind string, data []byte) *Record {
-	if r, ok := decodeRecordFast(kind, data); ok {
-		return r
-	}
-	return decodeRecordSlow(kind, data)
-}
-
-// decodeRecordSlow is DecodeRecord by encoding/json, for every record.
-func decodeRecordSlow(kind string, data []byte) *Record {
 	bad := func(reason string) *Record {
 		return &Record{Kind: kind, Corrupt: true, Raw: string(data), Reason: reason}
 	}

@@ -73,9 +73,8 @@ var variants = map[string][]edit{
 		{fn: "guardHolder.marshal", body: `{ b, _ := json.Marshal(h); return b }`, imports: []string{"encoding/json"}},
 		{fn: "fenceMark.marshal", body: `{ b, _ := json.Marshal(m); return b }`, imports: []string{"encoding/json"}},
 	},
-	// recordfast.go and decodeFenceFast → encoding/json.
-	"recordfast": {
-		{fn: "decodeRecordFast", body: `{ return nil, false }`},
+	// decodeFenceFast → encoding/json.
+	"fencefast": {
 		{fn: "decodeFenceFast", body: `{ return m, false }`},
 	},
 	// sha256.go → crypto/sha256.

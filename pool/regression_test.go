@@ -10,7 +10,7 @@ import (
 	"github.com/durable-lease/durable-lease/provision"
 )
 
-// Was a bug (ops.go Reset, commands.go whileHolding): Reset checked the
+// Was a bug (reset.go Reset, provision.go whileHolding): Reset checked the
 // holder with a lock-free status read and first heartbeat a quarter TTL
 // later, so a reset started near the end of the TTL let the lease lapse
 // mid-reset; the next waiter's sweep reaped it and provisioned the slot while

@@ -1,9 +1,7 @@
 package pool
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,10 +11,6 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )
-
-// nudgeTimeout bounds the nudge command: a nudge is latency, not truth, and
-// must not hold up the grant path.
-const nudgeTimeout = 15 * time.Second
 
 func (s *Slot) provisionSlot() provision.Slot {
 	return provision.Slot{ID: s.ID, Kind: s.Kind, Attributes: s.Attributes}
@@ -98,27 +92,6 @@ func (p *Pool) whileHolding(ctx context.Context, s *Slot, rec *lease.Record, fn 
 	return err
 }
 
-// Keep starts keeping a grant's slot lease alive (see [lease.Store.Keep]);
-// the hold's Release gives the slot back through [Pool.Release], so the
-// hold time feeds the pool's ETAs.
-func (p *Pool) Keep(ctx context.Context, g *Grant, o lease.HoldOptions) (*lease.Hold, error) {
-	slotID := fmt.Sprint(g.Slot)
-	if o.Release == nil {
-		o.Release = func(ctx context.Context) error {
-			r, err := p.Release(ctx, slotID, g.Owner, g.Token, false)
-			if err != nil {
-				return err
-			}
-			return lease.ReleaseOutcome(g.Kind, r.Released, r.WasExpired)
-		}
-	}
-	h, err := p.store.Keep(ctx, g.Kind, g.Owner, g.Token, o)
-	if err != nil && errors.Is(err, lease.ErrLost) {
-		return nil, fmt.Errorf("%w: slot %s: %w", ErrLeaseLost, slotID, err)
-	}
-	return h, err
-}
-
 // runThenHealth runs script for action and then the health command, on a
 // held slot (see [Pool.whileHolding]). stage is the action whose command
 // failed, or "" when none did (or the lease was lost).
@@ -135,48 +108,4 @@ func (p *Pool) runThenHealth(ctx context.Context, s *Slot, rec *lease.Record, ac
 		return nil
 	})
 	return stage, err
-}
-
-// Nudge tells an async requester that its grant is ready.
-type Nudge struct {
-	Event     string `json:"event"`
-	Session   string `json:"session"`
-	RequestID string `json:"request_id"`
-	Grant     *Grant `json:"grant"`
-}
-
-// MarshalJSON adds requestId beside request_id.
-func (n Nudge) MarshalJSON() ([]byte, error) {
-	type plain Nudge
-	b, err := json.Marshal(plain(n))
-	if err != nil {
-		return nil, err
-	}
-	id, _ := json.Marshal(n.RequestID)
-	return append(append([]byte(`{"requestId":`), id...), append([]byte{','}, b[1:]...)...), nil
-}
-
-// deliverNudge is the default notifier: a line in nudges.jsonl, and the
-// same line on the nudge command's stdin. It never fails the grant.
-func (p *Pool) deliverNudge(ctx context.Context, n Nudge) {
-	line, err := json.Marshal(n)
-	if err != nil {
-		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
-		return
-	}
-	if err := p.backend.AppendNudge(context.WithoutCancel(ctx), line); err != nil {
-		fmt.Fprintf(p.log, "pool: nudge: %v\n", err)
-	}
-	if p.cmds.nudge == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nudgeTimeout)
-	defer cancel()
-	err = provision.Run(ctx, provision.Command{
-		Script: p.cmds.nudge, Dir: p.cfg.Dir, Env: p.env, Stdin: bytes.NewReader(append(line, '\n')),
-		Stdout: p.log, Stderr: p.log,
-	})
-	if err != nil {
-		fmt.Fprintf(p.log, "pool: nudge command: %v\n", err)
-	}
 }

@@ -21,8 +21,8 @@ type fakeEnder struct {
 	end     func(w *Work) error
 }
 
-func (f fakeEnder) Running(w *Work, _ *uint32) (bool, error) { return f.running(w), nil }
-func (f fakeEnder) End(_ context.Context, w *Work, _ *uint32) (int, error) {
+func (f fakeEnder) Running(w *Work, _ *Record) (bool, error) { return f.running(w), nil }
+func (f fakeEnder) End(_ context.Context, w *Work, _ *Record) (int, error) {
 	return 1, f.end(w)
 }
 

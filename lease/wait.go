@@ -109,6 +109,14 @@ func (s *Store) waitHead(ctx context.Context, r Request, start time.Time, held *
 	<-timer.C
 	for {
 		acq, err := s.Acquire(ctx, r)
+		if errors.Is(err, ErrWorkRunning) {
+			// The previous holder's work runs on where this user cannot
+			// end it: as for a live holder, a waiter waits on.
+			if st, serr := s.Status(ctx, r.Kind); serr == nil && st.Record != nil {
+				held = &HeldError{Record: st.Record, ExpiresAt: time.Now().Add(s.opts.pollInterval)}
+				err = held
+			}
+		}
 		if !errors.As(err, &held) {
 			return acquired(acq, err)
 		}

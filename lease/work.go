@@ -27,11 +27,23 @@ type Work struct {
 	// the host the cgroup is on: on any other host, or after a reboot,
 	// the work is out of reach (there the fence is the answer).
 	Boot string `json:"boot"`
+	// NS is the writer's cgroup namespace (the inode of
+	// /proc/self/ns/cgroup), to which Cgroup is relative; 0 when unknown.
+	NS uint64 `json:"ns,omitempty"`
 }
 
-// WorkOn is the [Work] of the cgroup at path with id on this host.
-func WorkOn(path string, id uint64) *Work {
-	return &Work{Cgroup: path, ID: id, Boot: hostBootID()}
+// WorkBinding is what the cgroup of rec's work must say it holds (its
+// extended attribute user.durable-lease, which only who may write the
+// cgroup can set) for a successor to end it: the kind and the token's
+// fingerprint of that very incarnation. A record that names some other
+// cgroup, planted or rewritten by whoever can write the store, names a
+// cgroup without it, or with another incarnation's.
+func WorkBinding(kind, token string) string { return kind + " " + TokenFingerprint(token) }
+
+// WorkOn is the [Work] of the cgroup at path with id on this host, in this
+// process's cgroup namespace ns.
+func WorkOn(path string, id, ns uint64) *Work {
+	return &Work{Cgroup: path, ID: id, Boot: hostBootID(), NS: ns}
 }
 
 // workField is the record's field for [Work].
@@ -85,13 +97,14 @@ const EventWorkEnded = "work_ended"
 // ends it. Running is called inside a backend's critical section and must
 // only read; End is called outside it.
 type workEnder interface {
-	// Running reports whether w still has processes on this host that
-	// belong to the record (written by writer, nil when the store cannot
-	// say).
-	Running(w *Work, writer *uint32) (bool, error)
+	// Running reports whether rec's work w still has a cgroup on this
+	// host that belongs to rec (bound to its incarnation, owned by its
+	// writer): processes in it, or none yet but room for the holder to
+	// start some, which a successor fences as well.
+	Running(w *Work, rec *Record) (bool, error)
 	// End kills every process of w, waits until none is left, and
 	// removes the cgroup; it says how many processes there were.
-	End(ctx context.Context, w *Work, writer *uint32) (int, error)
+	End(ctx context.Context, w *Work, rec *Record) (int, error)
 }
 
 // endsWork is [ErrWorkRunning]'s twin inside an update: the change would
@@ -144,7 +157,7 @@ func (s *Store) update(ctx context.Context, kind, by string, fn func(cur *Record
 			if w == nil {
 				return ch, nil
 			}
-			live, err := s.ender.Running(w, cur.WriterUID)
+			live, err := s.ender.Running(w, cur)
 			if err != nil {
 				return Change{}, fmt.Errorf("%w: %s: %v", ErrWorkRunning, kind, err)
 			}
@@ -161,11 +174,11 @@ func (s *Store) update(ctx context.Context, kind, by string, fn func(cur *Record
 		if tries == maxEnds {
 			return nil, fmt.Errorf("%w: %s: its cgroup %s was populated again after being ended %d times", ErrWorkRunning, kind, running.Cgroup, tries)
 		}
-		n, err := s.ender.End(ctx, running, prev.WriterUID)
+		n, err := s.ender.End(ctx, running, prev)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s (held by %q): %v", ErrWorkRunning, kind, prev.Owner, err)
 		}
 		_ = s.b.Journal(ctx, Event{Event: EventWorkEnded, Kind: kind, By: by, Previous: prev,
-			Reason: fmt.Sprintf("ended %d process(es) left in cgroup %s before the lease changed hands", n, running.Cgroup)})
+			Reason: fmt.Sprintf("ended %d process(es) left in cgroup %s, and removed it, before the lease changed hands", n, running.Cgroup)})
 	}
 }

@@ -39,7 +39,21 @@ func runningWork(t *testing.T) (*lease.Work, *cgroup.Group) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return lease.WorkOn(g.Ref().Path, g.Ref().ID), g
+	return lease.WorkOn(g.Ref().Path, g.Ref().ID, cgroup.Namespace()), g
+}
+
+// acquireWith takes kind k for owner with w as its work, and binds w's
+// cgroup g to the incarnation, as pool-run does once it holds the lease.
+func acquireWith(t *testing.T, s *lease.Store, owner string, w *lease.Work, g *cgroup.Group) *lease.Acquisition {
+	t.Helper()
+	acq, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: owner, TTLMinutes: 1, Work: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(lease.WorkBinding("k", acq.Record.Token)); err != nil {
+		t.Fatal(err)
+	}
+	return acq
 }
 
 func populated(t *testing.T, g *cgroup.Group) bool {
@@ -89,10 +103,7 @@ func TestChangesOfHandsEndTheHoldersWork(t *testing.T) {
 			t.Parallel()
 			w, g := runningWork(t)
 			s, clk := newTestStore(t)
-			acq, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "holder", TTLMinutes: 1, Work: w})
-			if err != nil {
-				t.Fatal(err)
-			}
+			acq := acquireWith(t, s, "holder", w, g)
 			if got := acq.Record.Work(); got == nil || *got != *w {
 				t.Fatalf("the record names work %+v; want %+v", got, w)
 			}
@@ -125,9 +136,7 @@ func TestPlantedWorkIsNotEnded(t *testing.T) {
 	}
 	w, g := runningWork(t)
 	s, _ := newTestStore(t)
-	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "holder", TTLMinutes: 1, Work: w}); err != nil {
-		t.Fatal(err)
-	}
+	acquireWith(t, s, "holder", w, g)
 	if err := os.Lchown(filepath.Join(s.Dir(), "k.json"), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +156,90 @@ func TestWorkOfAnotherHostIsLeftAlone(t *testing.T) {
 	other := *w
 	other.Boot = "00000000-0000-0000-0000-000000000000"
 	s, _ := newTestStore(t)
-	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "holder", TTLMinutes: 1, Work: &other}); err != nil {
-		t.Fatal(err)
-	}
+	acquireWith(t, s, "holder", &other, g)
 	if _, err := s.ForceRelease(context.Background(), "k", "op"); err != nil {
 		t.Fatal(err)
 	}
 	if !populated(t, g) {
 		t.Fatal("work named with another boot id was ended")
+	}
+}
+
+// A record can name only a cgroup bound to its own incarnation: one that
+// names a cgroup never bound (whoever can write the store rewrote the
+// record to name it: a service's cgroup, say), or one bound to another
+// lease's run, ends nothing, even when its writer is root and so is the
+// cgroup's owner (a record rewritten and then heartbeated by root).
+func TestOnlyABoundCgroupIsEnded(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		bind func(g *cgroup.Group)
+	}{
+		{"never bound", func(*cgroup.Group) {}},
+		{"another incarnation's", func(g *cgroup.Group) { _ = g.Bind(lease.WorkBinding("k", lease.NewToken())) }},
+		{"another kind's", func(g *cgroup.Group) { _ = g.Bind(lease.WorkBinding("other", "x")) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w, g := runningWork(t)
+			tt.bind(g)
+			s, _ := newTestStore(t)
+			acq, err := s.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "holder", TTLMinutes: 1, Work: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Heartbeat(context.Background(), lease.Ref{Kind: "k", Owner: "holder", Token: acq.Record.Token}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Release(context.Background(), lease.Ref{Kind: "k", Owner: "holder", Token: acq.Record.Token}); err != nil {
+				t.Fatal(err)
+			}
+			if !populated(t, g) {
+				t.Fatal("a record ended a cgroup not bound to its incarnation")
+			}
+		})
+	}
+}
+
+// An empty cgroup of the holder's, between two of its starts, is removed
+// when the lease changes hands: the holder, not yet aware of the loss,
+// cannot start its next phase there.
+func TestAnEmptyBoundCgroupIsFenced(t *testing.T) {
+	t.Parallel()
+	g, err := cgroup.Create(cgrouptest.Scratch(t), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	w := lease.WorkOn(g.Ref().Path, g.Ref().ID, cgroup.Namespace())
+	s, _ := newTestStore(t)
+	acquireWith(t, s, "holder", w, g)
+	if _, err := s.ForceRelease(context.Background(), "k", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if !g.Gone() {
+		t.Fatal("the holder's empty cgroup is still there after its lease was taken")
+	}
+}
+
+// A record written in another cgroup namespace (a container sharing the
+// store) names its cgroup by a path of that namespace: root reaches it by
+// its id instead, and ends it.
+func TestWorkOfAnotherCgroupNamespaceIsReachedByID(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only root opens a cgroup by its id")
+	}
+	w, g := runningWork(t)
+	other := *w
+	other.Cgroup, other.NS = "/a-path-of-another-namespace", cgroup.Namespace()+1
+	s, _ := newTestStore(t)
+	acquireWith(t, s, "holder", &other, g)
+	if _, err := s.ForceRelease(context.Background(), "k", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if populated(t, g) {
+		t.Fatal("the work of another cgroup namespace runs on after its lease changed hands")
 	}
 }

@@ -27,6 +27,16 @@ type AcquireRequest struct {
 	// slot's lease carries it (see [lease.Work]), so that whoever takes the
 	// slot from this holder first ends what the work left running.
 	Work *lease.Work
+	// Acquired, when set, is called with the slot's record once its lease
+	// is taken, before the slot's provision command runs (a holder binds
+	// its cgroup to the incarnation there: lease.WorkBinding).
+	Acquired func(rec *lease.Record)
+}
+
+// holderWork is what a grant carries of its holder's work.
+type holderWork struct {
+	work     *lease.Work
+	acquired func(*lease.Record)
 }
 
 func (r *AcquireRequest) check(p *Pool) error {
@@ -73,7 +83,7 @@ func (p *Pool) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
 			_ = p.dequeue(context.WithoutCancel(ctx), entry.ID, r.Owner)
 		}
 	}()
-	g, err := p.await(ctx, entry, r.Owner, r.NoWait, r.Wait, r.OnWait, r.Work)
+	g, err := p.await(ctx, entry, r.Owner, r.NoWait, r.Wait, r.OnWait, holderWork{r.Work, r.Acquired})
 	granted = g != nil
 	if err != nil && r.NoWait && errors.Is(err, ErrSaturated) {
 		live, _ := p.queue(ctx)
@@ -126,7 +136,7 @@ func (p *Pool) saturatedNow(ctx context.Context) error {
 // them. On Linux that matters: a process that made an inotify descriptor
 // waits, when it exits, for the kernel to tear it down, which took 5 to
 // 20 ms here, several times a whole pool acquire.
-func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wait time.Duration, onWait func(Position), work *lease.Work) (*Grant, error) {
+func (p *Pool) await(ctx context.Context, e Entry, owner string, noWait bool, wait time.Duration, onWait func(Position), work holderWork) (*Grant, error) {
 	wake := Wakeups{Listen: func(bool) {}} // nil channels: nothing wakes yet
 	watching := false
 	defer func() {
@@ -457,7 +467,7 @@ func (p *Pool) Wait(ctx context.Context, requestID, owner string, timeout time.D
 	if err := ownedBy(*entry, owner, "wait for it"); err != nil {
 		return nil, err
 	}
-	g, err := p.await(ctx, *entry, owner, false, timeout, nil, nil)
+	g, err := p.await(ctx, *entry, owner, false, timeout, nil, holderWork{})
 	if err != nil && !errors.Is(err, ErrQueueEntryLost) {
 		_ = p.dequeue(context.WithoutCancel(ctx), requestID, owner)
 		p.logEvent(ctx, EventRequestAbandoned, map[string]any{"request_id": requestID, "error": err.Error()})

@@ -120,7 +120,7 @@ type slotPayload struct {
 // tryGrant is one self-grant attempt for the entry id. It returns nil when
 // it is not this entry's turn or every free slot was lost to a racer, and
 // ErrQueueEntryLost when the entry is no longer queued.
-func (p *Pool) tryGrant(ctx context.Context, id, owner string, work *lease.Work) (*Grant, error) {
+func (p *Pool) tryGrant(ctx context.Context, id, owner string, work holderWork) (*Grant, error) {
 	p.sweepIfStale(ctx, owner)
 	live, err := p.queue(ctx)
 	if err != nil {
@@ -173,7 +173,7 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string, work *lease.Work)
 	}
 	payload, _ := json.Marshal(slotPayload{RequestID: id, Session: entry.Session, Mode: entry.Mode})
 	for _, s := range free {
-		acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload, Work: work})
+		acq, err := p.store.Acquire(ctx, lease.Request{Kind: s.Kind, Owner: owner, TTLMinutes: p.ttl, Payload: payload, Work: work.work})
 		if errors.Is(err, lease.ErrHeld) {
 			continue // a racer won this slot; try the next
 		}
@@ -182,6 +182,9 @@ func (p *Pool) tryGrant(ctx context.Context, id, owner string, work *lease.Work)
 		}
 		if acq.TookOverExpired {
 			p.logEvent(ctx, EventSlotTakeoverOnGrant, map[string]any{"slot_id": s.RawID, "previous": acq.Previous})
+		}
+		if work.acquired != nil {
+			work.acquired(acq.Record)
 		}
 		p.leaveQueue(ctx, id, owner)
 		return p.prepare(ctx, s, acq.Record, entry)

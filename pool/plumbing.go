@@ -60,7 +60,7 @@ func (p *Pool) TryGrant(ctx context.Context, requestID, owner string) (*Grant, e
 	if err := p.mustBeQueued(ctx, requestID, owner, action); err != nil {
 		return nil, err
 	}
-	g, err := p.tryGrant(ctx, requestID, owner, nil)
+	g, err := p.tryGrant(ctx, requestID, owner, holderWork{})
 	if g != nil || err != nil {
 		return g, p.leftQueue(ctx, requestID, owner, action, err)
 	}

@@ -115,7 +115,8 @@ func take(ctx context.Context, o *Options, cont *contained) (*session, error) {
 		pctx, done := cont.withCgroup(ctx)
 		defer done()
 		ctx = pctx
-		req := pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, Work: cont.work()}
+		req := pool.AcquireRequest{Owner: o.Owner, NoWait: o.NoWait, Wait: o.Wait, Work: cont.work(),
+			Acquired: func(rec *lease.Record) { cont.bind(rec, logf(o.Log)) }}
 		if o.Queue != nil {
 			req.OnWait = o.Queue.Show
 		}
@@ -149,6 +150,7 @@ func take(ctx context.Context, o *Options, cont *contained) (*session, error) {
 		return nil, err
 	}
 	rec := acq.Record
+	cont.bind(rec, logf(o.Log))
 	if acq.TookOverExpired {
 		fmt.Fprintf(o.Log, "pool-run: took over the dead lease %s of %q (journaled in %s)\n", o.Kind, acq.Previous.Owner, o.Store.JournalWhere())
 	}

@@ -49,7 +49,8 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 	defer s.jobControl()()
 	w, err := wireStdio(&o, false)
 	if err != nil {
-		return s.finish(&Result{Exit: ExitNotExecutable, Code: CodeNotExecutable, Err: fmt.Errorf("%w: %v", ErrStart, err)})
+		// The run's own failure (a pseudo-terminal), not the command's.
+		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))})
 	}
 	g, err := s.startGuardian(w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,10 +65,11 @@ const killWait = 5 * time.Second
 // forks all it can.
 const pidsHeadroom = 64
 
-// Explain says how a run with o would hold its work, making nothing.
-func Explain(o Options) Containment {
-	c, _ := decide(&o)
-	return c
+// Explain says how a run with o would hold its work, making nothing; the
+// error of a run that could not start (an invalid containment, a cgroup
+// asked for where none can be made).
+func Explain(o Options) (Containment, error) {
+	return decide(&o)
 }
 
 // decide picks the containment and the cgroup parent.
@@ -84,6 +86,9 @@ func decide(o *Options) (Containment, error) {
 		return Containment{}, fmt.Errorf("%w: containment %q: want auto, cgroup or tree", ErrInvalid, mode)
 	}
 	parent, why, err := cgroupParent(o.CgroupParent)
+	if err == nil {
+		err = canStartInto(parent)
+	}
 	if err == nil {
 		return Containment{Kind: ContainCgroup, Cgroup: parent, Why: why}, nil
 	}
@@ -107,6 +112,16 @@ func cgroupParent(named string) (dir, why string, err error) {
 		g.Close()
 		if !cgroup.Writable(dir) {
 			return "", "", fmt.Errorf("cgroup parent %s is not writable by this user", dir)
+		}
+		// A process moves (or starts) from pool-run's cgroup into one below
+		// the parent only with write access to the cgroup.procs of their
+		// common ancestor.
+		if m, err := cgroup.Mount(); err == nil {
+			if own, err := cgroup.Own(); err == nil {
+				if common := commonAncestor(filepath.Join(m, own), dir); !cgroup.Writable(common) {
+					return "", "", fmt.Errorf("cgroup parent %s: this user may not move processes there from pool-run's own cgroup (the common ancestor %s is not writable)", dir, common)
+				}
+			}
 		}
 		return dir, "the cgroup parent named", nil
 	}
@@ -135,7 +150,8 @@ func contain(o *Options, label string) (*contained, error) {
 	if c.Kind == ContainTree {
 		return &contained{Containment: c}, nil
 	}
-	g, err := cgroup.Create(c.Cgroup, "pool-run-"+cgroupLabel(label)+"-"+lease.RandomHex(6))
+	sweepRuns(c.Cgroup)
+	g, err := cgroup.Create(c.Cgroup, runName(label))
 	if err != nil {
 		if o.Containment == ContainCgroup {
 			return nil, fmt.Errorf("%w: %v", ErrContainment, err)
@@ -161,7 +177,7 @@ func pidsBudget(left int64, limited bool, nproc int64) int64 {
 	if limited {
 		budget = left
 	}
-	if nproc > 0 && (budget < 0 || nproc < budget) {
+	if nproc > 0 && os.Geteuid() != 0 && (budget < 0 || nproc < budget) { // root's processes are not counted against it
 		budget = nproc
 	}
 	if budget < 0 {
@@ -198,7 +214,21 @@ func (c *contained) work() *lease.Work {
 		return nil
 	}
 	r := c.cg.Ref()
-	return lease.WorkOn(r.Path, r.ID)
+	return lease.WorkOn(r.Path, r.ID, cgroup.Namespace())
+}
+
+// bind binds the cgroup to the incarnation of the lease just acquired
+// (lease.WorkBinding), before anything starts in it: only then will whoever
+// takes the lease over end what is left in it. A cgroup that cannot be
+// bound (no extended attributes) still holds the work; the run says so.
+func (c *contained) bind(rec *lease.Record, log func(string, ...any)) {
+	if c == nil || c.cg == nil {
+		return
+	}
+	if err := c.cg.Bind(lease.WorkBinding(rec.Kind, rec.Token)); err != nil {
+		c.Why += "; not bound to the lease, so a successor will not end what it leaves: " + err.Error()
+		log("pool-run: warning: the run's cgroup could not be bound to its lease (%v); a successor will not end what it leaves\n", err)
+	}
 }
 
 // fd is the cgroup's directory descriptor, -1 for the tree.
@@ -243,16 +273,10 @@ func (c *contained) close(log func(format string, args ...any)) (endedByOther bo
 	if c == nil || c.cg == nil {
 		return false
 	}
-	if c.endedByOther() {
-		// Whoever ends it removes it once it is empty; if that one is
-		// gone, an empty cgroup is removed here.
-		if !c.populated() {
-			_ = c.cg.Remove()
-		}
-		_ = c.cg.Close()
-		c.cg = nil
-		return true
-	}
+	endedByOther = c.endedByOther()
+	// Ended here in any case: a successor that marked the cgroup and died
+	// (or failed to empty it) leaves it to its holder, which still may
+	// hold the lease.
 	if err := c.end(); err != nil {
 		log("pool-run: the work's cgroup %s: %v\n", c.cg.Dir(), err)
 	}
@@ -261,7 +285,7 @@ func (c *contained) close(log func(format string, args ...any)) (endedByOther bo
 	}
 	_ = c.cg.Close()
 	c.cg = nil
-	return false
+	return endedByOther
 }
 
 // endedByOther reports whether the run's cgroup is being ended, or was,
@@ -302,4 +326,62 @@ func nprocLimit() int64 {
 		return 0 // unreadable, or as good as infinite
 	}
 	return int64(r.Cur)
+}
+
+// commonAncestor is the deepest directory above or at both a and b.
+func commonAncestor(a, b string) string {
+	as, bs := strings.Split(filepath.Clean(a), "/"), strings.Split(filepath.Clean(b), "/")
+	n := 0
+	for n < len(as) && n < len(bs) && as[n] == bs[n] {
+		n++
+	}
+	if n <= 1 {
+		return "/"
+	}
+	return strings.Join(as[:n], "/")
+}
+
+// runName is the name of a run's cgroup: the kind or pool, and who made
+// it (pid and start time), so that a run that died before removing its
+// empty cgroup is told from one that lives (sweepRuns).
+func runName(label string) string {
+	start := uint64(0)
+	if st, err := selfStart(); err == nil {
+		start = st
+	}
+	return fmt.Sprintf("pool-run-%s-%d-%d-%s", cgroupLabel(label), os.Getpid(), start, lease.RandomHex(4))
+}
+
+// sweepRuns removes the empty run cgroups in parent whose pool-run is
+// gone (killed while it waited in a queue, say). One with processes left
+// is not this run's to end: the lease its record names is, for whoever
+// takes it over (lease.Work).
+func sweepRuns(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "pool-run-") {
+			continue
+		}
+		f := strings.Split(name, "-")
+		if len(f) < 6 {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[len(f)-3])
+		start, err2 := strconv.ParseUint(f[len(f)-2], 10, 64)
+		if err1 != nil || err2 != nil || processLives(pid, start) {
+			continue
+		}
+		g, err := cgroup.OpenDir(filepath.Join(parent, name))
+		if err != nil {
+			continue
+		}
+		if p, err := g.Populated(); err == nil && !p {
+			_ = g.Remove()
+		}
+		g.Close()
+	}
 }

@@ -52,6 +52,9 @@ const (
 	// serves it ([ServeRoles]) once it has registered its store openers,
 	// not runner's init.
 	asGuardianInMain = "guardian-in-main"
+	// asProbe exits at once: started into a cgroup, it shows that this
+	// process can start children there (canStartInto).
+	asProbe = "probe"
 )
 
 // rolesInMain says that this executable's main serves the guardian
@@ -75,6 +78,8 @@ func init() {
 		return
 	}
 	switch role {
+	case asProbe:
+		os.Exit(0)
 	case asGuardian:
 		if isFileType(base, unix.S_IFSOCK) {
 			fdControl, fdLog, fdTerminal, fdCgroup = base, base+1, base+2, base+3
@@ -349,6 +354,12 @@ func (g *guardian) handle(m guardMsg) {
 
 // run starts the command, or a phase's interpreter (phase is its JSON).
 func (g *guardian) run(path string, argv, env []string, dir string, phase []byte) {
+	if bootNow() >= g.termAt {
+		// No renewal came in time (the lease may lapse): nothing starts.
+		g.why = whyDeadline
+		_ = g.c.send(guardMsg{Op: opExited, Why: whyDeadline})
+		return
+	}
 	attr := &syscall.SysProcAttr{}
 	if g.cg != nil {
 		// The work's first instruction runs in the run's cgroup (clone3
@@ -371,7 +382,7 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		// nothing of a phase can be stopped by one.
 		var err error
 		if pipeR, pipeW, err = os.Pipe(); err != nil {
-			g.failed(err)
+			_ = g.c.send(guardMsg{Op: opFailed, Why: limitHint(err).Error(), Internal: true})
 			return
 		}
 		path, argv = selfExe(), []string{"pool-run: gate phase"}
@@ -397,7 +408,7 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		if pipeW != nil {
 			pipeW.Close()
 		}
-		if !commandsFault(err, path) {
+		if phase != nil || !commandsFault(err, path) {
 			// Not the command's fault: the run could not fork (a limit),
 			// or could not start it in its cgroup.
 			_ = g.c.send(guardMsg{Op: opFailed, Why: limitHint(err).Error(), Internal: true})

@@ -314,7 +314,10 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				}
 				return out
 			case opFailed:
-				if m.Internal {
+				if s.cont.endedByOther() {
+					// Its cgroup was removed by whoever took the lease.
+					out.lost = endedError(s.held, nil)
+				} else if m.Internal {
 					out.broken = fmt.Errorf("%w: %s", ErrGuardian, m.Why)
 				} else {
 					out.startErr = fmt.Errorf("%w: %s", ErrStart, m.Why)
@@ -389,10 +392,14 @@ const lossBound = 250 * time.Millisecond
 // It returns what was done, for a message.
 func (s *session) endWithoutGuardian(ctx context.Context, g *guard) string {
 	if s.cont.cg != nil {
-		if err := s.cont.end(); err != nil {
+		// The cgroup first, at once; then the guardian itself, which does
+		// not answer, and what of the work left the cgroup below it.
+		err := s.cont.end()
+		killTree(g.cmd.Process.Pid)
+		reapOrphans()
+		if err != nil {
 			return "ending the work's cgroup: " + err.Error()
 		}
-		reapOrphans()
 		return "the work's cgroup was killed"
 	}
 	killTree(g.cmd.Process.Pid)

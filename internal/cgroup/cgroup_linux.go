@@ -214,11 +214,80 @@ func pathError(op, path string, err error) error {
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS):
 		return fmt.Errorf("%w: %s %s: %v", ErrDenied, op, path, err)
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENODEV):
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ESTALE):
 		return fmt.Errorf("%w: %s %s: %v", ErrNotFound, op, path, err)
 	}
 	return &os.PathError{Op: op, Path: path, Err: err}
 }
+
+// bindingAttr is the extended attribute that binds a run's cgroup to the
+// lease incarnation it runs for (see [Group.Bind]).
+const bindingAttr = "user.durable-lease"
+
+// Bind records on the cgroup which lease incarnation it holds the work of
+// (its kind and token fingerprint). Only who may write the cgroup can set
+// it, so a record naming a cgroup cannot make it the work of a lease it
+// was not made for.
+func (g *Group) Bind(binding string) error {
+	if err := unix.Fsetxattr(g.fd, bindingAttr, []byte(binding), 0); err != nil {
+		return pathError("bind", g.dir, err)
+	}
+	return nil
+}
+
+// Binding is what [Group.Bind] recorded, "" when nothing was.
+func (g *Group) Binding() string {
+	buf := make([]byte, 256)
+	n, err := unix.Fgetxattr(g.fd, bindingAttr, buf)
+	if err != nil || n < 0 {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// Namespace is the cgroup namespace of this process (the inode of
+// /proc/self/ns/cgroup): cgroup paths are relative to its root, so a path
+// names one cgroup only among processes of the same namespace.
+func Namespace() uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/cgroup", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// OpenID opens the cgroup whose id is id by its file handle (cgroup v2
+// ids are their kernfs handles), whatever the cgroup namespace: a path
+// of another namespace resolves to another cgroup, or none, here. It
+// needs CAP_DAC_READ_SEARCH (root).
+func OpenID(id uint64) (*Group, error) {
+	m, err := mount()
+	if err != nil {
+		return nil, err
+	}
+	mfd, err := unix.Open(m, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, pathError("open", m, err)
+	}
+	defer unix.Close(mfd)
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(id >> (8 * i))
+	}
+	fd, err := unix.OpenByHandleAt(mfd, unix.NewFileHandle(fileIDKernfs, b[:]), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, pathError("open by id", fmt.Sprint(id), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != id {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: cgroup id %d", ErrNotFound, id)
+	}
+	return &Group{ref: Ref{Path: fmt.Sprintf("(id %d)", id), ID: id}, dir: fmt.Sprintf("%s/(id %d)", m, id), fd: fd, uid: st.Uid}, nil
+}
+
+// fileIDKernfs is the file handle type of kernfs (cgroup v2) nodes.
+const fileIDKernfs = 0xfe
 
 // Ref names the cgroup.
 func (g *Group) Ref() Ref { return g.ref }
@@ -493,27 +562,64 @@ func (g *Group) poll(ctx context.Context, done func() (bool, error)) error {
 }
 
 // Remove removes the cgroup and the cgroups below it, deepest first; each
-// must be empty. A cgroup already gone is no error.
+// must be empty. It acts through descriptors only (the parent found as
+// "..", the cgroup by its id there), so it removes this very cgroup, also
+// one opened by its id from another cgroup namespace. A cgroup already
+// gone is no error.
 func (g *Group) Remove() error {
-	err := g.walk(func(dirfd int, dir string) error {
-		if dir == g.dir {
-			return nil
-		}
-		if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
-			return pathError("remove", dir, err)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err := removeBelow(g.fd, g.dir, 0); err != nil {
 		return err
 	}
-	// Only if the directory there is still this cgroup.
-	var st unix.Stat_t
-	if unix.Lstat(g.dir, &st) != nil || st.Ino != g.ref.ID {
+	parent, err := unix.Openat(g.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT || err == unix.ENODEV {
+			return nil
+		}
+		return pathError("open the parent of", g.dir, err)
+	}
+	defer unix.Close(parent)
+	names, err := subgroups(parent)
+	if err != nil {
+		return pathError("list the parent of", g.dir, err)
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Ino != g.ref.ID {
+			continue
+		}
+		if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+			return pathError("remove", g.dir, err)
+		}
 		return nil
 	}
-	if err := unix.Rmdir(g.dir); err != nil && err != unix.ENOENT {
-		return pathError("remove", g.dir, err)
+	return nil // gone already
+}
+
+// removeBelow removes every cgroup below the directory fd, deepest first.
+func removeBelow(fd int, dir string, depth int) error {
+	if depth > 64 {
+		return fmt.Errorf("cgroup: %s: nested more than 64 deep", dir)
+	}
+	names, err := subgroups(fd)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		return pathError("list", dir, err)
+	}
+	for _, name := range names {
+		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		err = removeBelow(sub, dir+"/"+name, depth+1)
+		unix.Close(sub)
+		if err != nil {
+			return err
+		}
+		if err := unix.Unlinkat(fd, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+			return pathError("remove", dir+"/"+name, err)
+		}
 	}
 	return nil
 }

@@ -39,6 +39,10 @@ func Open(Ref) (*Group, error) { return nil, ErrUnsupported }
 func OpenDir(string) (*Group, error) { return nil, ErrUnsupported }
 
 func (g *Group) Sub(string) (*Group, error)       { return nil, ErrUnsupported }
+func (g *Group) Bind(string) error                { return ErrUnsupported }
+func (g *Group) Binding() string                  { return "" }
+func Namespace() uint64                           { return 0 }
+func OpenID(uint64) (*Group, error)               { return nil, ErrUnsupported }
 func (g *Group) Ref() Ref                         { return g.ref }
 func (g *Group) Dir() string                      { return "" }
 func (g *Group) FD() int                          { return -1 }

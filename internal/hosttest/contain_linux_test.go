@@ -231,3 +231,36 @@ func TestForkBombUnderPidsMax(t *testing.T) {
 func intoCgroup(attr *syscall.SysProcAttr, fd int) {
 	attr.UseCgroupFD, attr.CgroupFD = true, fd
 }
+
+// TestCgroupParentOutOfReach: nobody names a cgroup delegated to it as the
+// parent of its runs, but runs pool-run from a cgroup it may not move
+// processes out of (the common ancestor is root's). No process could
+// start in the run's cgroup: --explain says the tree, with why; a run in
+// auto holds the work as the tree; one that asks for a cgroup fails before
+// acquiring. Before, --explain said cgroup and the run failed after
+// acquiring (exit 3, "permission denied").
+func TestCgroupParentOutOfReach(t *testing.T) {
+	needRoot(t)
+	dir := bombDir(t)
+	deleg := cgrouptest.Sub(t, cgrouptest.Scratch(t), "user-nobody")
+	cgrouptest.Delegate(t, deleg, nobody, nobody)
+	env := []string{"LEASE_STORE=" + filepath.Join(dir, "store"), "POOL_RUN_CGROUP_PARENT=" + deleg}
+	ex := run(t, asNobody, dir, 0o022, env, "pool-run", "--kind", "k", "--explain")
+	if out := ex.json(t); ex.exit != 0 || out["containment"].(map[string]any)["kind"] != "tree" ||
+		!strings.Contains(out["containment"].(map[string]any)["why"].(string), "common ancestor") {
+		t.Errorf("--explain: exit %d %s; want the tree, the common ancestor named", ex.exit, ex.stdout)
+	}
+	if r := run(t, asNobody, dir, 0o022, env, "pool-run", "--kind", "k", "--", "true"); r.exit != 0 {
+		t.Errorf("a run in auto: exit %d %s", r.exit, r.stderr)
+	}
+	r := run(t, asNobody, dir, 0o022, env, "pool-run", "--kind", "k", "--containment", "cgroup", "--", "sh", "-c", "echo ran > ran.txt")
+	if r.exit != 3 || !strings.Contains(r.stderr, "common ancestor") {
+		t.Errorf("a run asking for a cgroup: exit %d %s; want 3 naming the common ancestor", r.exit, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran.txt")); err == nil {
+		t.Error("the command ran")
+	}
+	if s := run(t, asNobody, dir, 0o022, env, "lease", "status", "--kind", "k"); s.json(t)["state"] != "free" {
+		t.Errorf("the lease: %s", s.stdout)
+	}
+}

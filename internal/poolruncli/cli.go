@@ -290,7 +290,19 @@ func explain(w io.Writer, o *runner.Options) int {
 		Store         string             `json:"store"`
 		Containment   runner.Containment `json:"containment"`
 		MinTTLMinutes float64            `json:"minTtlMinutes"`
-	}{OK: true, Store: o.Store.Where(), Containment: runner.Explain(*o), MinTTLMinutes: runner.MinTTL(*o)}
+	}{OK: true, Store: o.Store.Where(), MinTTLMinutes: runner.MinTTL(*o)}
+	c, err := runner.Explain(*o)
+	if err != nil {
+		// A run with these flags would fail before acquiring: so does this.
+		code, exit := jsonout.Classify(err)
+		fail := struct {
+			outcome.Failure
+			Store string `json:"store"`
+		}{Failure: outcome.Failure{Code: code, Error: err.Error()}, Store: o.Store.Where()}
+		_ = outcome.Write(w, fail, true)
+		return exit
+	}
+	out.Containment = c
 	data, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Fprintln(w, string(data))
 	return 0

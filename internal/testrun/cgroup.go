@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cgroup"
@@ -31,6 +33,7 @@ func scratchCgroup() func() {
 	if err != nil || !cgroup.Writable(filepath.Join(m, own)) {
 		return func() {}
 	}
+	sweepScratch(filepath.Join(m, own))
 	g, err := cgroup.Create(filepath.Join(m, own), "dl-test-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
 	if err != nil {
 		return func() {}
@@ -39,6 +42,34 @@ func scratchCgroup() func() {
 	return func() {
 		os.Unsetenv(EnvCgroupParent)
 		_ = g.End(5 * time.Second)
+		_ = g.Remove()
+		g.Close()
+	}
+}
+
+// sweepScratch ends and removes the scratch cgroups in parent of test
+// binaries that are gone (killed by a timeout, or by hand, before their
+// deferred removal ran).
+func sweepScratch(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "dl-test-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || syscall.Kill(pid, 0) == nil {
+			continue // alive, or not a name of ours
+		}
+		g, err := cgroup.OpenDir(filepath.Join(parent, e.Name()))
+		if err != nil {
+			continue
+		}
+		_ = g.End(time.Second)
 		_ = g.Remove()
 		g.Close()
 	}

@@ -282,14 +282,17 @@ func fileKind(m fs.FileMode) string {
 	return "not a regular file"
 }
 
-// explain prints how a run with o would hold its work, as JSON.
+// explain prints how a run with o would hold its work, as JSON, with the
+// version line of this pool-run (as --version prints it), for a bug
+// report to name the build whose behaviour it describes.
 func explain(w io.Writer, o *runner.Options) int {
 	out := struct {
 		OK            bool               `json:"ok"`
+		Version       string             `json:"version"`
 		Store         string             `json:"store"`
 		Containment   runner.Containment `json:"containment"`
 		MinTTLMinutes float64            `json:"minTtlMinutes"`
-	}{OK: true, Store: o.Store.Where(), Containment: runner.Explain(*o), MinTTLMinutes: runner.MinTTL(*o)}
+	}{OK: true, Version: cliparse.Version(), Store: o.Store.Where(), Containment: runner.Explain(*o), MinTTLMinutes: runner.MinTTL(*o)}
 	data, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Fprintln(w, string(data))
 	return 0

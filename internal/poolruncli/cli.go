@@ -147,6 +147,13 @@ func Process() int {
 	return Main(context.Background(), os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs})
 }
 
+// Grammar is the command line's grammar (a new one), its description and
+// the variables its help interpolates, for what is generated from it (the
+// man page and the shell completions, internal/clidoc).
+func Grammar() (grammar any, desc string, vars map[string]string) {
+	return new(cli), description, map[string]string{}
+}
+
 // Main runs pool-run with args (without the program name).
 func Main(ctx context.Context, args []string, stdio IO) int {
 	var c cli

@@ -39,10 +39,6 @@ func fish(p *program) string {
 		fmt.Fprintf(&b, "complete -c %s -n %s -a '(complete -C (string join \" \" -- (string escape -- (%s)) (commandline -ct)))'\n", p.name, fn, fn)
 		return b.String()
 	}
-	var verbs []string
-	for _, v := range p.verbs {
-		verbs = append(verbs, v.name)
-	}
 	b.WriteString("\n# The verbs, and the flags before one.\n")
 	for _, v := range p.verbs {
 		fmt.Fprintf(&b, "complete -c %s -n __fish_use_subcommand -a %s -d %s\n", p.name, v.name, fishQuote(firstSentence(v.help)))

@@ -4,10 +4,14 @@ import "strings"
 
 // shim is the main package's bin entry for one command: a POSIX sh
 // script that finds this platform's package of binaries where npm (or
-// pnpm, or yarn with node_modules) installed it, as Node resolves a
-// package: DIR/node_modules/@durable-lease/cli-OS-CPU for every DIR from
-// the main package's own directory, symbolic links resolved, up to the
-// root; and then replaces itself with the binary (exec). So the command
+// pnpm, or yarn with node_modules) installed it and replaces itself with
+// the binary (exec). Run through npm's or yarn's link in node_modules/.bin
+// (npx, npm run, a PATH with node_modules/.bin) with one package of
+// binaries where they put it, it starts no other process to find it; else
+// it finds the package of this platform (uname) as Node resolves one:
+// DIR/node_modules/@durable-lease/cli-OS-CPU for every DIR from the main
+// package's own directory, symbolic links resolved, up to the root (three
+// more processes: readlink, uname and a subshell). So the command
 // runs as the same process the package manager started, with the same
 // arguments, standard streams and environment; every signal sent to it
 // reaches the binary itself, and its exit status (a signal's death
@@ -26,6 +30,20 @@ const shim = `#!/bin/sh
 # script, with the same arguments, standard streams, signals and exit
 # status.
 name=NAME
+# npm and yarn link node_modules/.bin/NAME to ../@durable-lease/cli/bin/NAME
+# and install the platform's package in that package's node_modules or
+# beside it: where exactly one is there, run it without starting any
+# other process.
+case $0 in
+*/node_modules/.bin/* | node_modules/.bin/*)
+	nm=${0%/.bin/*} found= n=0
+	for bin in "$nm"/@durable-lease/cli/node_modules/@durable-lease/cli-*/bin/"$name" "$nm"/@durable-lease/cli-*/bin/"$name"; do
+		if [ -f "$bin" ] && [ -x "$bin" ]; then found=$bin n=$((n + 1)); fi
+	done
+	if [ "$n" = 1 ]; then exec "$found" "$@"; fi
+	;;
+esac
+# Otherwise the package of this very platform, found as Node finds one.
 self=$0
 case $self in */*) ;; *) self=./$self ;; esac
 # The package manager's bin link points here; follow it to this file.

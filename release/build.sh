@@ -37,6 +37,7 @@ if ! goreleaser --version 2>/dev/null | grep -q "GitVersion: *${GORELEASER_VERSI
   go install "github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION"
 fi
 
+goreleaser check -f .goreleaser.yaml
 config=.goreleaser.yaml
 if $host; then
   # The one line of .goreleaser.yaml that lists the platforms.

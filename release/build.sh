@@ -51,7 +51,7 @@ fi
 # finished, so builds in parallel make archives that differ run to run.
 goreleaser release --clean $snapshot -p 1 -f "$config"
 
-go run ./internal/npmpkg -dist dist -out dist/npm >/dev/null
+go run ./internal/npmpkg/gen.go -dist dist -out dist/npm >/dev/null
 for dir in dist/npm/*/; do
   (cd "$dir" && npm pack --silent --pack-destination .. >/dev/null)
 done

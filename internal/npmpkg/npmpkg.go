@@ -1,4 +1,4 @@
-// Command npmpkg writes the npm packages of a release from goreleaser's
+// Package npmpkg writes the npm packages of a release from goreleaser's
 // build of it: the main package @durable-lease/cli, whose bin entries are
 // the six commands, and one package per platform, @durable-lease/cli-OS-CPU,
 // carrying that platform's six binaries, which the main package names as
@@ -7,18 +7,18 @@
 // packages, without an install script: a bin entry is a small sh script
 // that execs the binary (see shim.go).
 //
-//	go run ./internal/npmpkg -dist dist -out dist/npm
+//	go run ./internal/npmpkg/gen.go -dist dist -out dist/npm
 //
 // reads dist/metadata.json (the version) and dist/artifacts.json (the
 // binaries, by platform), and writes OUT/cli and OUT/cli-OS-CPU for every
 // platform built; `npm pack` in each makes the tarballs
-// (release/build.sh does both).
-package main
+// (release/build.sh does both). gen.go is kept out of go install ./...
+// (and so out of what pre-commit's golang hooks install) by its build tag.
+package npmpkg
 
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,21 +28,6 @@ import (
 	"slices"
 	"strings"
 )
-
-func main() {
-	dist := flag.String("dist", "dist", "goreleaser's output directory (its metadata.json and artifacts.json)")
-	out := flag.String("out", "dist/npm", "the directory to write the packages in (emptied first)")
-	root := flag.String("root", ".", "the checkout: README.md and share/, and where relative artifact paths start")
-	flag.Parse()
-	written, err := Generate(Options{Dist: *dist, Out: *out, Root: *root})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "npmpkg:", err)
-		os.Exit(1)
-	}
-	for _, dir := range written {
-		fmt.Println(dir)
-	}
-}
 
 // Options say where Generate reads and writes.
 type Options struct {

@@ -1,4 +1,4 @@
-package main
+package npmpkg
 
 import (
 	"encoding/json"

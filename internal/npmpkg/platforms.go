@@ -1,4 +1,4 @@
-package main
+package npmpkg
 
 // platform is one platform the project releases for: Go's names for it
 // and npm's (process.platform and process.arch, which a package's os and

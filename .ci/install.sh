@@ -3,7 +3,8 @@
 # is missing: git, PostgreSQL, Redis and pre-commit from the distribution's
 # packages (Debian), and lefthook, pinned, from npm into .ci/tools; and
 # tmux, bash and python3 for the terminal tests (internal/pooltop,
-# internal/poolruncli); jq for the docs' blocks (internal/doctest).
+# internal/poolruncli); jq for the docs' blocks (internal/doctest); man,
+# zsh and fish for the man pages and completions (internal/clidoc).
 #
 #   .ci/install.sh            install what is missing
 #   .ci/install.sh lefthook   print the path of the pinned lefthook binary
@@ -52,6 +53,11 @@ command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # jq for the README's and docs' blocks, which internal/doctest runs as pasted.
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# The man pages are rendered with man -l, the completions loaded by the
+# shells they are for (internal/clidoc).
+command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+command -v fish >/dev/null 2>&1 || missing+=(fish)
 # The distribution's etcd, to prove the client works with it (etcdstore's
 # tests run against it with ETCDTEST_BINARY; go test itself embeds etcd).
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)

@@ -201,8 +201,16 @@ type printsVersion interface{ PrintsVersion() }
 // -ldflags "-X github.com/durable-lease/durable-lease/internal/cliparse.StampedCommit=$(git rev-parse HEAD)".
 var StampedCommit string
 
+// StampedVersion is the version a release build says it is when the
+// toolchain recorded none (a build without VCS information says
+// "(devel)"): the release configuration (.goreleaser.yaml) sets it, as it
+// sets [StampedCommit], with
+// -X github.com/durable-lease/durable-lease/internal/cliparse.StampedVersion=v1.2.3.
+var StampedVersion string
+
 // Version is what the build knows of itself, on one line: the module
-// version ("(devel)" for a build from a clone), the VCS commit it was made
+// version (the toolchain's record, else [StampedVersion], else "(devel)"
+// for a build from a clone), the VCS commit it was made
 // from (the toolchain's record, else [StampedCommit], else "unknown",
 // saying why), "+dirty" when the tree had changes, the commit's time, the
 // Go version, and the build tags when there were any.
@@ -215,8 +223,11 @@ func versionOf(bi *debug.BuildInfo, ok bool) string {
 		return "(unknown: the binary carries no build information)"
 	}
 	v := bi.Main.Version
-	if v == "" {
+	if v == "" || v == "(devel)" {
 		v = "(devel)"
+		if StampedVersion != "" {
+			v = StampedVersion
+		}
 	}
 	var rev, modified, at, tags string
 	for _, s := range bi.Settings {

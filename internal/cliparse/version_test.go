@@ -64,7 +64,8 @@ func TestVersionEndsAtTheCommand(t *testing.T) {
 // TestVersionSaysTheCommit: the version line gives the module version and
 // the commit the build was made from, as the go command recorded them;
 // without a record (GOFLAGS=-buildvcs=false, a linked worktree) it says
-// the commit is unknown and why, or the commit a release build stamped.
+// the commit is unknown and why, or the commit (and version) a release
+// build stamped.
 func TestVersionSaysTheCommit(t *testing.T) {
 	vcs := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
 		{Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}
@@ -74,23 +75,28 @@ func TestVersionSaysTheCommit(t *testing.T) {
 		ok      bool
 		stamped string
 		want    string
+		version string // StampedVersion
 	}{
 		{"a clone", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201100000-0123456789ab+dirty"}, Settings: vcs}, true, "",
-			"v0.0.0-20261201100000-0123456789ab+dirty, commit 0123456789abcdef0123456789abcdef01234567+dirty (2026-12-01T10:00:00Z), go1.26.8"},
+			"v0.0.0-20261201100000-0123456789ab+dirty, commit 0123456789abcdef0123456789abcdef01234567+dirty (2026-12-01T10:00:00Z), go1.26.8", ""},
 		{"no VCS information", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, true, "",
-			"(devel), commit unknown (built without VCS information: with -buildvcs=false, from a linked git worktree, or not from a git checkout), go1.26.8"},
+			"(devel), commit unknown (built without VCS information: with -buildvcs=false, from a linked git worktree, or not from a git checkout), go1.26.8", ""},
 		{"stamped", &debug.BuildInfo{GoVersion: "go1.26.8"}, true, "0123abc",
-			"(devel), commit 0123abc (stamped at build time), go1.26.8"},
+			"(devel), commit 0123abc (stamped at build time), go1.26.8", ""},
+		{"a release build", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, true, "0123456789abcdef0123456789abcdef01234567",
+			"v1.2.0, commit 0123456789abcdef0123456789abcdef01234567 (stamped at build time), go1.26.8", "v1.2.0"},
+		{"the toolchain's version beats a stamped one", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.3.0"}}, true, "0123abc",
+			"v1.3.0, commit 0123abc (stamped at build time), go1.26.8", "v1.2.0"},
 		{"the toolchain's record beats a stamp", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"}, Settings: vcs[:2]}, true, "0123abc",
-			"v1.2.0, commit 0123456789abcdef0123456789abcdef01234567, go1.26.8"},
+			"v1.2.0, commit 0123456789abcdef0123456789abcdef01234567, go1.26.8", ""},
 		{"a test build", &debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{{Key: "-tags", Value: "dltestclock"}}}, true, "",
-			"(devel), commit unknown (built without VCS information: with -buildvcs=false, from a linked git worktree, or not from a git checkout), go1.26.8, tags dltestclock"},
-		{"no build information", nil, false, "", "(unknown: the binary carries no build information)"},
+			"(devel), commit unknown (built without VCS information: with -buildvcs=false, from a linked git worktree, or not from a git checkout), go1.26.8, tags dltestclock", ""},
+		{"no build information", nil, false, "", "(unknown: the binary carries no build information)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := cliparse.StampedCommit
-			cliparse.StampedCommit = tc.stamped
-			defer func() { cliparse.StampedCommit = old }()
+			oldCommit, oldVersion := cliparse.StampedCommit, cliparse.StampedVersion
+			cliparse.StampedCommit, cliparse.StampedVersion = tc.stamped, tc.version
+			defer func() { cliparse.StampedCommit, cliparse.StampedVersion = oldCommit, oldVersion }()
 			if got := cliparse.VersionOf(tc.bi, tc.ok); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}

@@ -58,8 +58,9 @@ func helpVars() map[string]string {
 	return map[string]string{"default_owner_pattern": lease.DefaultOwnerPattern, "kind_pattern": lease.KindPattern}
 }
 
-// Grammar is what help_gen.go is generated from: the grammar (a new one),
-// the description and the variables its help interpolates.
+// Grammar is what help_gen.go, the man page and the shell completions
+// (internal/clidoc) are generated from: the grammar (a new one), the
+// description and the variables its help interpolates.
 func Grammar() (grammar any, desc string, vars map[string]string) {
 	return new(cli), description, helpVars()
 }

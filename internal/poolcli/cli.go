@@ -237,6 +237,13 @@ func shellRequested(args []string) bool {
 	return false
 }
 
+// Grammar is the command line's grammar (a new one), its description and
+// the variables its help interpolates, for what is generated from it (the
+// man page and the shell completions, internal/clidoc).
+func Grammar() (grammar any, desc string, vars map[string]string) {
+	return new(cli), description, map[string]string{}
+}
+
 // Main runs the pool command with args (without the program name) and
 // returns the exit status. ctx cancels waits and running commands.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -148,6 +148,13 @@ func Process() int {
 	return Main(context.Background(), os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs})
 }
 
+// Grammar is the command line's grammar (a new one), its description and
+// the variables its help interpolates, for what is generated from it (the
+// man page and the shell completions, internal/clidoc).
+func Grammar() (grammar any, desc string, vars map[string]string) {
+	return new(cli), description, map[string]string{}
+}
+
 // Main runs pool-run with args (without the program name).
 func Main(ctx context.Context, args []string, stdio IO) int {
 	var c cli
@@ -283,14 +290,17 @@ func fileKind(m fs.FileMode) string {
 	return "not a regular file"
 }
 
-// explain prints how a run with o would hold its work, as JSON.
+// explain prints how a run with o would hold its work, as JSON, with the
+// version line of this pool-run (as --version prints it), for a bug
+// report to name the build whose behaviour it describes.
 func explain(w io.Writer, o *runner.Options) int {
 	out := struct {
 		OK            bool               `json:"ok"`
+		Version       string             `json:"version"`
 		Store         string             `json:"store"`
 		Containment   runner.Containment `json:"containment"`
 		MinTTLMinutes float64            `json:"minTtlMinutes"`
-	}{OK: true, Store: o.Store.Where(), MinTTLMinutes: runner.MinTTL(*o)}
+	}{OK: true, Version: cliparse.Version(), Store: o.Store.Where(), MinTTLMinutes: runner.MinTTL(*o)}
 	c, err := runner.Explain(*o)
 	if err != nil {
 		// A run with these flags would fail before acquiring: so does this.

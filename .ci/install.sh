@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# install.sh: install what the hook tests (internal/hooktest) need, when it
+# install.sh: install what the hook tests (internal/testkit/hooktest) need, when it
 # is missing: git, PostgreSQL, Redis and pre-commit from the distribution's
 # packages (Debian), and lefthook, pinned, from npm into .ci/tools; and
-# tmux, bash and python3 for the terminal tests (internal/pooltop,
-# internal/poolruncli); jq for the docs' blocks (internal/doctest); man,
-# zsh and fish for the man pages and completions (internal/clidoc).
+# tmux, bash and python3 for the terminal tests (internal/cli/pooltop,
+# internal/cli/poolruncli); jq for the docs' blocks (internal/testkit/doctest); man,
+# zsh and fish for the man pages and completions (internal/cli/clidoc).
 #
 #   .ci/install.sh            install what is missing
 #   .ci/install.sh lefthook   print the path of the pinned lefthook binary
@@ -45,16 +45,16 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v pre-commit >/dev/null 2>&1 || missing+=(pre-commit)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-# A real terminal for the tests of `pool top` (internal/pooltop) and of
-# pool-run's supervision (internal/poolruncli), which also use bash as the
+# A real terminal for the tests of `pool top` (internal/cli/pooltop) and of
+# pool-run's supervision (internal/cli/poolruncli), which also use bash as the
 # interactive shell and python3 as a detached server holding a port.
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# jq for the README's and docs' blocks, which internal/doctest runs as pasted.
+# jq for the README's and docs' blocks, which internal/testkit/doctest runs as pasted.
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The man pages are rendered with man -l, the completions loaded by the
-# shells they are for (internal/clidoc).
+# shells they are for (internal/cli/clidoc).
 command -v man >/dev/null 2>&1 || missing+=(man-db)
 command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 command -v fish >/dev/null 2>&1 || missing+=(fish)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # services.sh: a throwaway PostgreSQL and Redis for the hook tests
-# (internal/hooktest) and for trying examples/hooks by hand.
+# (internal/testkit/hooktest) and for trying examples/hooks by hand.
 #
 #   .ci/services.sh start     start both (a no-op for one already running)
 #   .ci/services.sh env       print the export lines the hooks read (PGHOST,
@@ -145,7 +145,7 @@ stop() {
   rm -rf "$DIR_"
 }
 
-# test_env_lines: the servers under the names internal/hooktest reads.
+# test_env_lines: the servers under the names internal/testkit/hooktest reads.
 test_env_lines() {
   cat <<EOF
 export DL_TEST_PGHOST=$HOST_

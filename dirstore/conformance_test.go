@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/lease/leasetest"
 )

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 )
 
 func TestHolderMarshalMatchesEncodingJSON(t *testing.T) {

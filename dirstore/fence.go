@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/durable-lease/durable-lease/internal/jsonfast"
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/jsonfast"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

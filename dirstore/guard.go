@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/jsonfast"
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/jsonfast"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

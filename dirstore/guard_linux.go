@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 )
 
 // createGuard makes the guard directory with mkdir, then records its

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

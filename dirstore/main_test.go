@@ -3,7 +3,7 @@ package dirstore
 import (
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 // TestMain starts the tests' helper processes (this binary again) without

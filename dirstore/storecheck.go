@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 )
 
 // ErrUnsafeStore reports a store directory that another user could

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

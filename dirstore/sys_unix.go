@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 )
 
 // lockDir takes an exclusive flock(2) on dir; the kernel releases it when

@@ -394,7 +394,7 @@ func (b *Backend) ExpiryMargin(ttl time.Duration) time.Duration {
 
 // OpenStore opens url as a [lease.Store] on this backend, with the TLS and
 // authentication of the LEASE_ETCD_* variables, and returns the function
-// that closes the connection. It has the shape of an internal/storeopen
+// that closes the connection. It has the shape of an internal/cli/storeopen
 // opener, which the executables serving etcd:// stores register.
 func OpenStore(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
 	b, err := Open(ctx, url, OptionsFromEnv(os.Getenv))

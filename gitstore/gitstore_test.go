@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/gitstore/gittest"
-	"github.com/durable-lease/durable-lease/internal/storetest"
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/lease/leasetest"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

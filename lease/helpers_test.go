@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/durable-lease/durable-lease/dirstore"
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

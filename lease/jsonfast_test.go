@@ -132,7 +132,7 @@ func TestSecureRandomHandsOutFreshBytes(t *testing.T) {
 func TestNoFmtAtInit(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
-	for _, dir := range []string{".", "../dirstore", "../internal/jsonfast"} {
+	for _, dir := range []string{".", "../dirstore", "../internal/sys/jsonfast"} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/durable-lease/durable-lease/internal/procfs"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 )
 
 // self describes this process.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/jsonfast"
+	"github.com/durable-lease/durable-lease/internal/sys/jsonfast"
 )
 
 // RecordVersion is the value of the "v" field this package writes and the

@@ -10,7 +10,7 @@ import (
 // package brings the FIPS 140 module with it (its DRBG, AES-GCM, SHA-3
 // and SHA-512), whose package initialisation every lease call would pay,
 // whether it prints a fingerprint or not (docs/FAST-PATHS.md);
-// internal/linkbudget keeps crypto out of lease, and
+// internal/testkit/linkbudget keeps crypto out of lease, and
 // TestSHA256MatchesCryptoSHA256 checks this against crypto/sha256.
 // Fingerprints are short and rare, so this plain loop is fast enough.
 func sha256Sum(data []byte) [32]byte {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
 )
 
 // endWait bounds the wait for a predecessor's cgroup to empty after

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
-	"github.com/durable-lease/durable-lease/internal/cgroup/cgrouptest"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup/cgrouptest"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

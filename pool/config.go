@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/jsonpos"
-	"github.com/durable-lease/durable-lease/internal/storefile"
-	"github.com/durable-lease/durable-lease/internal/suggest"
+	"github.com/durable-lease/durable-lease/internal/cli/jsonpos"
+	"github.com/durable-lease/durable-lease/internal/cli/suggest"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

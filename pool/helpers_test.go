@@ -10,7 +10,7 @@ import (
 	"time"
 
 	_ "github.com/durable-lease/durable-lease/dirstore/dirpool" // a directory store's pools
-	"github.com/durable-lease/durable-lease/internal/storetest"
+	"github.com/durable-lease/durable-lease/internal/testkit/storetest"
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/lease"

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
-	"github.com/durable-lease/durable-lease/internal/cgroup/cgrouptest"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup/cgrouptest"
 	"github.com/durable-lease/durable-lease/provision"
 )
 

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/procgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 )
 
 // processes records the process groups of the external programs one Run

@@ -3,7 +3,7 @@ package provision
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"os"
 	"os/exec"
 	"os/signal"

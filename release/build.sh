@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # release/build.sh: a release of this checkout's HEAD, in dist/: one archive
 # per platform with checksums.txt (goreleaser, .goreleaser.yaml), and the
-# npm packages made from the same binaries (internal/npmpkg), packed in
+# npm packages made from the same binaries (internal/release/npmpkg), packed in
 # dist/npm/ with checksums of their own. It publishes nothing
 # (docs/RELEASING.md).
 #
@@ -51,7 +51,7 @@ fi
 # finished, so builds in parallel make archives that differ run to run.
 goreleaser release --clean $snapshot -p 1 -f "$config"
 
-go run ./internal/npmpkg/gen.go -dist dist -out dist/npm >/dev/null
+go run ./internal/release/npmpkg/gen.go -dist dist -out dist/npm >/dev/null
 for dir in dist/npm/*/; do
   (cd "$dir" && npm pack --silent --pack-destination .. >/dev/null)
 done

@@ -24,7 +24,7 @@ import (
 // directory, with real processes under the real guardian (this test
 // binary started again: runner's init serves the role). What a user of
 // the pool-run binary sees (its stderr, its signals, terminals) is tested
-// in internal/poolruncli and the testscripts of internal/clitest.
+// in internal/cli/poolruncli and the testscripts of internal/testkit/clitest.
 
 // waitFile waits for the work to write a line to name in dir, and
 // returns it.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 	"golang.org/x/sys/unix"

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
-	"github.com/durable-lease/durable-lease/internal/procfs"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

@@ -22,11 +22,11 @@ func TestNoCLIDependencies(t *testing.T) {
 	}
 	const module = "github.com/durable-lease/durable-lease/"
 	forbidden := []string{
-		module + "internal/jsonout",
-		module + "internal/progress",
-		module + "internal/outcome",
-		module + "internal/cliparse",
-		module + "internal/pooltop",
+		module + "internal/cli/jsonout",
+		module + "internal/cli/progress",
+		module + "internal/cli/outcome",
+		module + "internal/cli/cliparse",
+		module + "internal/cli/pooltop",
 		"github.com/alecthomas/kong",
 	}
 	for _, dep := range strings.Fields(string(out)) {

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
-	"github.com/durable-lease/durable-lease/internal/storeopen"
+	"github.com/durable-lease/durable-lease/internal/cli/storeopen"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/provision"
 )

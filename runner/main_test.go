@@ -3,7 +3,7 @@ package runner
 import (
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 // TestMain runs up to eight tests at once (most of them wait on

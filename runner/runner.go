@@ -14,7 +14,7 @@ import (
 )
 
 // Exit statuses of a run, besides the command's own. The first three are
-// those every durable-lease CLI exits with (internal/outcome), so that a
+// those every durable-lease CLI exits with (internal/cli/outcome), so that a
 // run's status means what a lease or pool command's does.
 const (
 	// ExitRefused is a refusal: nothing was acquired (see [AcquireError]),

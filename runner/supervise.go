@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/procgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

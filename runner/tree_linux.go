@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/cgroup"
-	"github.com/durable-lease/durable-lease/internal/procfs"
-	"github.com/durable-lease/durable-lease/internal/procgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 )
 
 // On Linux the guardian is a child subreaper: every process of the work

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/durable-lease/durable-lease/internal/procgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 )
 
 // Without a subreaper and /proc, the guardian reaches the work through its

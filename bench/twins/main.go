@@ -48,7 +48,7 @@ var variants = map[string][]edit{
 	"kong": {{
 		old:     `cliparse.ParseAlone(&c, "lease", embeddedHelp, args, stdout)`,
 		new:     `kongParse(&c, args, stdout, stderr)`,
-		imports: []string{"github.com/durable-lease/durable-lease/internal/cliparse/kongparse"},
+		imports: []string{"github.com/durable-lease/durable-lease/internal/cli/cliparse/kongparse"},
 		decl: `func kongParse(c *cli, args []string, stdout, stderr io.Writer) (cliparse.Command, bool, error) {
 	cmd, exited, _, err := kongparse.Parse(c, "lease", description, helpVars(), args, stdout, stderr)
 	return cmd, exited, err

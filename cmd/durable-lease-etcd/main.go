@@ -2,7 +2,7 @@
 // an etcd store, and serves nothing else. Users do not run it by name:
 // lease, pool and pool-run hand a command line whose store is an etcd://
 // URL to it, so that the etcd client stays out of every directory-store
-// call (internal/linkbudget holds them to that). They look for it in one
+// call (internal/testkit/linkbudget holds them to that). They look for it in one
 // place only, the directory they were started from: it must be installed
 // beside them.
 //
@@ -11,7 +11,7 @@ package main
 
 import (
 	"github.com/durable-lease/durable-lease/etcdstore"
-	"github.com/durable-lease/durable-lease/internal/storehelper"
+	"github.com/durable-lease/durable-lease/internal/cli/storehelper"
 )
 
 func main() { storehelper.Main(etcdstore.Scheme, etcdstore.OpenStore) }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 )

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
-	"github.com/durable-lease/durable-lease/internal/procgroup"
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
 )
 

@@ -3,7 +3,7 @@ package main_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"os"
 	"path/filepath"
 	"runtime"

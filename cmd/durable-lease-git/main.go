@@ -10,7 +10,7 @@ package main
 
 import (
 	"github.com/durable-lease/durable-lease/gitstore"
-	"github.com/durable-lease/durable-lease/internal/storehelper"
+	"github.com/durable-lease/durable-lease/internal/cli/storehelper"
 )
 
 func main() { storehelper.Main(gitstore.Scheme, gitstore.Open) }

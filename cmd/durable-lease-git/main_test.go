@@ -15,7 +15,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/gitstore"
 	"github.com/durable-lease/durable-lease/gitstore/gittest"
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 func TestMain(m *testing.M) { testrun.Main(m) }

@@ -16,9 +16,9 @@ import (
 	"syscall"
 
 	"github.com/durable-lease/durable-lease/etcdstore"
-	"github.com/durable-lease/durable-lease/internal/poolcli"
-	"github.com/durable-lease/durable-lease/internal/pooltop"
-	"github.com/durable-lease/durable-lease/internal/storeopen"
+	"github.com/durable-lease/durable-lease/internal/cli/poolcli"
+	"github.com/durable-lease/durable-lease/internal/cli/pooltop"
+	"github.com/durable-lease/durable-lease/internal/cli/storeopen"
 	"github.com/durable-lease/durable-lease/pool"
 )
 

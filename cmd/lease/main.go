@@ -6,8 +6,8 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/durable-lease/durable-lease/internal/cliparse/signals"
-	"github.com/durable-lease/durable-lease/internal/leasecli"
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse/signals"
+	"github.com/durable-lease/durable-lease/internal/cli/leasecli"
 )
 
 func main() {

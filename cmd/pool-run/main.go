@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/durable-lease/durable-lease/internal/poolruncli"
+	"github.com/durable-lease/durable-lease/internal/cli/poolruncli"
 )
 
 func main() { os.Exit(poolruncli.Process()) }

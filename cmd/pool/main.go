@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/durable-lease/durable-lease/internal/poolcli"
+	"github.com/durable-lease/durable-lease/internal/cli/poolcli"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/storefile"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )

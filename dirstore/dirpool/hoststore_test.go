@@ -280,7 +280,7 @@ func plantClaim(t *testing.T, r HostRegistry, dirName string, owner int, name st
 // are passed over. Root only: it plants files of another uid's.
 func TestHostRegistryOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("plants another user's files: needs root (internal/hosttest runs two real users)")
+		t.Skip("plants another user's files: needs root (internal/testkit/hosttest runs two real users)")
 	}
 	t.Parallel()
 	c := poolFile(t, onePool)

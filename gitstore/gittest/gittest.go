@@ -1,7 +1,7 @@
 // Package gittest serves git repositories for tests, on loopback: a bare
 // repository for git+file://, git daemon for git+git://, git http-backend
 // for git+http:// ([HTTP]). A machine without git skips the tests that
-// need it, with a message (CI never does: see internal/testrun).
+// need it, with a message (CI never does: see internal/testkit/testrun).
 package gittest
 
 import (
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 // NeedGit skips t when git is not installed.

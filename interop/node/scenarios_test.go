@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 // bins holds our binaries, built once by TestMain ("" when the Node side

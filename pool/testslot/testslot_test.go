@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/durable-lease/durable-lease/internal/testrun"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
 func TestMain(m *testing.M) { testrun.Main(m) }

@@ -1,4 +1,4 @@
-# fish completion for pool-run, generated from its grammar by internal/clidoc (go generate ./internal/clidoc); do not edit.
+# fish completion for pool-run, generated from its grammar by internal/cli/clidoc (go generate ./internal/cli/clidoc); do not edit.
 # Install it as fish/vendor_completions.d/pool-run.fish (or in ~/.config/fish/completions).
 
 complete -c pool-run -f

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/gates"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -254,14 +256,14 @@ phases:
 // withMarker lists the live processes whose command line holds marker.
 func withMarker(marker string) []string {
 	var found []string
-	names, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, name := range names {
-		b, err := os.ReadFile(name)
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid)
+		b, err := os.ReadFile(dir + "/cmdline")
 		if err != nil || !bytes.Contains(b, []byte(marker)) || bytes.Contains(b, []byte("grep")) {
 			continue
 		}
-		dir := filepath.Dir(name)
-		if st, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+		if st, err := procfs.ReadStat(pid); err == nil && st.State != 'Z' {
 			found = append(found, dir+": "+strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 )
 
 func main() {
@@ -214,9 +216,8 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 func ticks(procs []*exec.Cmd) (int64, error) {
 	var sum int64
 	for _, p := range procs {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
-		s := string(data)
-		if err != nil || strings.Fields(s[strings.LastIndexByte(s, ')')+2:])[0] == "Z" {
+		st, err := procfs.ReadStat(p.Process.Pid)
+		if err != nil || st.Gone() {
 			out := ""
 			if f, ok := p.Stdout.(*os.File); ok {
 				b, _ := os.ReadFile(f.Name())
@@ -224,11 +225,7 @@ func ticks(procs []*exec.Cmd) (int64, error) {
 			}
 			return 0, fmt.Errorf("waiter %d (%s) ended early: %q", p.Process.Pid, strings.Join(p.Args[1:], " "), out)
 		}
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		for _, f := range fields[11:13] { // utime, stime
-			v, _ := strconv.ParseInt(f, 10, 64)
-			sum += v
-		}
+		sum += int64(st.UTime + st.STime)
 	}
 	return sum, nil
 }

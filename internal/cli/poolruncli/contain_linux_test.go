@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/sys/cgroup/cgrouptest"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"github.com/durable-lease/durable-lease/runner"
 )
@@ -40,16 +41,11 @@ func containments(t *testing.T) []string {
 // guardianOf is the parent of the work's first process: its guardian.
 func (s *sup) guardianOf() int {
 	s.t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.pids()[0]) + "/stat")
+	st, err := procfs.ReadStat(s.pids()[0])
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	g, err := strconv.Atoi(f[1])
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return g
+	return st.PPID
 }
 
 // TestContainStoppedGuardian: the guardian is stopped (SIGSTOP) and the

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -441,16 +442,12 @@ func latest(ns []int64, since time.Time) time.Duration {
 
 // state describes a process: its state letter and command line.
 func state(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return "gone"
 	}
-	st := "?"
-	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
-		st = string(b[i+2])
-	}
 	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return fmt.Sprintf("state %s: %s", st, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
+	return fmt.Sprintf("state %c: %s", st.State, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
 }
 
 // everything describes the processes in the test's directory: pool-run,

@@ -2,7 +2,6 @@ package procfs
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,25 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Stat is what /proc/PID/stat says of a process.
-type Stat struct {
-	PID, PPID, PGRP, Session int
-	// State is R, S, D, T (stopped), t (traced), Z (zombie), X (dead), ...
-	State byte
-	// Start is the start time, in clock ticks after boot: with the PID it
-	// names a process across PID reuse.
-	Start uint64
-}
-
-// Stopped reports a process in a stop (by a signal or a tracer).
-func (s Stat) Stopped() bool { return s.State == 'T' || s.State == 't' }
-
-// Gone reports a process that runs nothing any more (a zombie, or dead).
-func (s Stat) Gone() bool { return s.State == 'Z' || s.State == 'X' }
-
-// ErrMalformed reports a stat line that does not parse.
-var ErrMalformed = errors.New("procfs: malformed stat line")
 
 // ReadStat reads /proc/PID/stat. A process that is gone gives an error
 // matching fs.ErrNotExist.
@@ -39,36 +19,6 @@ func ReadStat(pid int) (Stat, error) {
 		return Stat{}, err
 	}
 	return ParseStat(buf[:n])
-}
-
-// ParseStat reads a stat line: "pid (comm) state ppid pgrp session ...",
-// whose command name may hold spaces and parentheses (the fields after it
-// start after the last ')'); the start time is field 22.
-func ParseStat(data []byte) (Stat, error) {
-	open := bytes.IndexByte(data, '(')
-	i := bytes.LastIndexByte(data, ')')
-	if open < 1 || i < open {
-		return Stat{}, ErrMalformed
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(data[:open])))
-	if err != nil {
-		return Stat{}, ErrMalformed
-	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 20 || len(f[0]) != 1 {
-		return Stat{}, ErrMalformed
-	}
-	s := Stat{PID: pid, State: f[0][0]}
-	ints := []*int{&s.PPID, &s.PGRP, &s.Session}
-	for k, p := range ints {
-		if *p, err = strconv.Atoi(string(f[1+k])); err != nil {
-			return Stat{}, ErrMalformed
-		}
-	}
-	if s.Start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
-		return Stat{}, ErrMalformed
-	}
-	return s, nil
 }
 
 // Children lists the children of every thread of pid (nil when it is
@@ -92,6 +42,31 @@ func Children(pid int) []int {
 			if c, err := strconv.Atoi(string(w)); err == nil {
 				out = append(out, c)
 			}
+		}
+	}
+	return out
+}
+
+// ThreadStats reads the stat line of every thread of pid
+// (/proc/PID/task/TID/stat): a process is wholly stopped only when each
+// of them is. Nil when pid is gone.
+func ThreadStats(pid int) []Stat {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []Stat
+	var buf [1024]byte
+	for _, tid := range tids {
+		n, err := readFile(dir+"/"+tid+"/stat", buf[:])
+		if err != nil {
+			continue
+		}
+		if st, err := ParseStat(buf[:n]); err == nil {
+			out = append(out, st)
 		}
 	}
 	return out

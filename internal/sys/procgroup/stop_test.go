@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 )
 
 // patience bounds every wait of these tests; reaching it means a bug.
@@ -62,12 +64,8 @@ func pidIn(t *testing.T, dir, name string) int {
 
 // live reports whether pid is a process other than a zombie.
 func live(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.State != 'Z'
 }
 
 // stop runs Stop on g and reports its error and how long it took.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/internal/sys/cgroup"
 	"github.com/durable-lease/durable-lease/internal/sys/cgroup/cgrouptest"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
@@ -52,15 +53,11 @@ func quiet(t *testing.T, dir string) {
 
 // processesIn lists the live processes whose working directory is dir.
 func processesIn(dir string) []int {
-	ents, _ := os.ReadDir("/proc")
+	pids, _ := procfs.PIDs()
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dir {
-			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
+	for _, pid := range pids {
+		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd"); err == nil && cwd == dir {
+			if st, err := procfs.ReadStat(pid); err == nil && st.State != 'Z' {
 				out = append(out, pid)
 			}
 		}

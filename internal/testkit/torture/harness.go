@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 )
 
 // Profile describes one run.
@@ -327,15 +329,10 @@ func watchAndKill(pid int, k *Kill, store, res, client string, kinds []string, d
 func waitStopped(pid int) {
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		tasks := procfs.ThreadStats(pid)
 		all := len(tasks) > 0
 		for _, t := range tasks {
-			b, err := os.ReadFile(t)
-			if err != nil {
-				continue
-			}
-			// The state follows the parenthesized command name.
-			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' && b[i+2] != 't' {
+			if !t.Stopped() {
 				all = false
 			}
 		}
@@ -372,15 +369,7 @@ func tmpFiles(store string) []string {
 	return names
 }
 
-func hasChildren(pid int) bool {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		if b, err := os.ReadFile(t); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func hasChildren(pid int) bool { return len(procfs.Children(pid)) > 0 }
 
 func lastEntry(path string) *Entry {
 	f, err := os.Open(path)

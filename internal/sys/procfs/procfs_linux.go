@@ -24,26 +24,15 @@ func ReadStat(pid int) (Stat, error) {
 // Children lists the children of every thread of pid (nil when it is
 // gone, or the kernel has no children lists: see HasChildrenLists).
 func Children(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil
-	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
 	var out []int
 	var buf [4096]byte
-	for _, tid := range tids {
-		n, err := readFile(dir+"/"+tid+"/children", buf[:])
-		if err != nil {
-			continue
-		}
-		for _, w := range bytes.Fields(buf[:n]) {
+	eachTask(pid, "children", buf[:], func(data []byte) {
+		for _, w := range bytes.Fields(data) {
 			if c, err := strconv.Atoi(string(w)); err == nil {
 				out = append(out, c)
 			}
 		}
-	}
+	})
 	return out
 }
 
@@ -51,25 +40,31 @@ func Children(pid int) []int {
 // (/proc/PID/task/TID/stat): a process is wholly stopped only when each
 // of them is. Nil when pid is gone.
 func ThreadStats(pid int) []Stat {
+	var out []Stat
+	var buf [1024]byte
+	eachTask(pid, "stat", buf[:], func(data []byte) {
+		if st, err := ParseStat(data); err == nil {
+			out = append(out, st)
+		}
+	})
+	return out
+}
+
+// eachTask reads the file name of every thread of pid into buf and hands
+// fn what it read; threads that end meanwhile are passed over.
+func eachTask(pid int, name string, buf []byte, fn func([]byte)) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return
 	}
 	tids, _ := d.Readdirnames(-1)
 	d.Close()
-	var out []Stat
-	var buf [1024]byte
 	for _, tid := range tids {
-		n, err := readFile(dir+"/"+tid+"/stat", buf[:])
-		if err != nil {
-			continue
-		}
-		if st, err := ParseStat(buf[:n]); err == nil {
-			out = append(out, st)
+		if n, err := readFile(dir+"/"+tid+"/"+name, buf); err == nil {
+			fn(buf[:n])
 		}
 	}
-	return out
 }
 
 // HasChildrenLists reports whether the kernel keeps the children lists

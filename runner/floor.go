@@ -8,14 +8,9 @@ import (
 	"github.com/durable-lease/durable-lease/lease"
 )
 
-// renewalAllowance is how long a heartbeat may take on a loaded host,
-// from its start to its confirmation, for the TTL floor: a directory
-// store's takes well under a millisecond idle, tens of milliseconds when
-// the host is saturated, and a heartbeat goroutine may wait its turn for
-// a CPU that long again. It is the directory store's whole allowance (its
-// renewals wait for nothing but the scheduler and the disk); other stores
-// add the gap of the faults they ride out (lease.RenewalGapper).
-const renewalAllowance = 250 * time.Millisecond
+// renewalAllowance is how late a renewal may be on a loaded host
+// (lease.RenewalAllowance).
+const renewalAllowance = lease.RenewalAllowance
 
 // minGrace is the shortest SIGTERM grace the guardian gives the work
 // before its SIGKILL when renewals stop: at the shortest TTL a run keeps,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
@@ -85,6 +86,11 @@ type Backend struct {
 	loc     Location
 	opts    Options
 	checked bool
+	aside   *aside // the endpoints that left an attempt unanswered
+
+	electionMu  sync.Mutex // ElectionTimeout's answer, once learnt
+	election    time.Duration
+	electionWhy string
 }
 
 // Open parses url ([ParseURL]) and connects to the cluster. It returns
@@ -138,6 +144,9 @@ func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, er
 		Password:             opts.Password,
 		// The client logs retries to stderr, which is for people here.
 		Logger: zap.NewNop(),
+		// Each request notes which member it went to, so that one left
+		// unanswered can be set aside (endpoints.go).
+		DialOptions: peerTracking(),
 	}
 	type dialed struct {
 		cli *clientv3.Client
@@ -164,11 +173,11 @@ func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, er
 	if d.err != nil {
 		return nil, dialError(ctx, loc, opts.DialTimeout, d.err)
 	}
-	b := &Backend{cli: d.cli, loc: loc, opts: opts}
+	b := &Backend{cli: d.cli, loc: loc, opts: opts, aside: newAside(d.cli, loc.Endpoints)}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if b.checked, err = b.check(rctx); err != nil {
-		d.cli.Close()
+		b.Close()
 		if errors.Is(err, ErrNestedStore) {
 			return nil, err
 		}
@@ -262,7 +271,10 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 
 // Close ends the connection. Leases held through it are not released:
 // they expire on the cluster at their TTL unless renewed through another.
-func (b *Backend) Close() error { return b.cli.Close() }
+func (b *Backend) Close() error {
+	b.aside.close()
+	return b.cli.Close()
+}
 
 // Checked reports whether Open checked the store against the cluster's
 // registry of stores and found it registered there (or registered it): false
@@ -282,18 +294,34 @@ func (b *Backend) Now() time.Time {
 }
 
 // request runs one request under [Options.RequestTimeout] and ctx, and
-// says which ended it when one did.
+// says which ended it when one did. It is never sent twice (a grant, a
+// write that is not idempotent); one left unanswered sets its member
+// aside for the requests after it (endpoints.go). The cluster's "not now"
+// (no leader, a leader change) is [ErrUnreachable] as a timeout is: the
+// caller may try again later.
 func (b *Backend) request(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
-	err := f(rctx)
+	sctx, slot := withPeerSlot(rctx)
+	err := f(sctx)
+	if err != nil && (rctx.Err() != nil || deadline(err)) && ctx.Err() == nil {
+		b.aside.suspect(slot.get())
+	}
+	return b.requestError(ctx, rctx, what, err)
+}
+
+// requestError is the error of a request that ended with err, ctx being
+// the caller's context and rctx the request's own bound.
+func (b *Backend) requestError(ctx, rctx context.Context, what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
-	case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+	case rctx.Err() != nil || deadline(err):
 		return fmt.Errorf("%w: %s: %s: no answer within %s: %v", ErrUnreachable, b.loc, what, b.opts.RequestTimeout, err)
+	case retryable(err):
+		return fmt.Errorf("%w: %s: %s: %v", ErrUnreachable, b.loc, what, err)
 	}
 	return fmt.Errorf("etcdstore: %s: %w", what, err)
 }
@@ -302,15 +330,23 @@ func (b *Backend) request(ctx context.Context, what string, f func(ctx context.C
 // [Backend.request], within the same overall bound, but gives each
 // attempt only part of the time: an attempt that is not answered soon is
 // given up and sent again, which the client's balancer sends to the next
-// endpoint. One member that stopped answering (killed while the request
-// was on its way, hung, forwarding to a leader that is gone) thus costs
-// an attempt, not the whole bound: a renewal must land before the lease
-// lapses, and a lease may be shorter than [Options.RequestTimeout].
+// member, and its member is suspected (endpoints.go). One member that
+// stopped answering (killed while the request was on its way, hung,
+// forwarding to a leader that is gone) thus costs an attempt, not the
+// whole bound: a renewal must land before the lease lapses, and a lease
+// may be shorter than [Options.RequestTimeout]. A request sent while the
+// cluster elects a leader is not answered when the election ends (a
+// proposal is dropped, a read waits for the old leader's answer for
+// seconds; seen on etcd 3.4 and 3.7), so it too must be sent again, and
+// short attempts are what let a renewal follow an election closely.
 //
 // expires is when the caller's lease lapses as last confirmed (zero when
-// there is none): the first attempt gets a third of the time left to it
-// or to ctx's deadline, at least minAttempt and at most a fifth of the
-// overall bound, and each later one twice the one before.
+// there is none). The first attempt gets a third of the time left to it
+// or to ctx's deadline, within [minAttempt, maxAttempt]; each later one
+// twice the one before, but never more than a third of the time left
+// (and never less than minAttempt): a member that is only slow (a loaded
+// host) answers one of them, and a lease about to lapse still gets
+// several tries.
 func (b *Backend) retrying(ctx context.Context, what string, expires time.Time, f func(ctx context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
@@ -318,52 +354,68 @@ func (b *Backend) retrying(ctx context.Context, what string, expires time.Time, 
 		expires = dl
 	}
 	var err error
-	for attempt := b.attemptTimeout(expires); ; attempt *= 2 {
-		// Each attempt after one that went unanswered gets twice the
-		// time: a member that is only slow (a loaded host) answers one of
-		// them, rather than having every attempt cut short.
+	for attempt := min(b.share(expires), maxAttempt); ; {
+		attempt = max(attempt, minAttempt)
 		actx, acancel := context.WithTimeout(rctx, attempt)
-		err = f(actx)
-		timedOut := actx.Err() != nil
+		sctx, slot := withPeerSlot(actx)
+		err = f(sctx)
+		timedOut := actx.Err() != nil || deadline(err)
 		acancel()
 		if err == nil || rctx.Err() != nil || !(timedOut || retryable(err)) {
 			break
 		}
-		if !timedOut && !sleepCtx(rctx, retryPause) {
-			break // refused at once (no leader yet, a connection refused): pause
+		if timedOut {
+			b.aside.suspect(slot.get())
+			attempt = min(2*attempt, b.share(expires))
+			continue
+		}
+		// Refused at once (no leader yet, a connection refused): pause.
+		if !sleepCtx(rctx, retryPause) {
+			break
 		}
 	}
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
-	case rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || retryable(err):
-		return fmt.Errorf("%w: %s: %s: no answer within %s: %v", ErrUnreachable, b.loc, what, b.opts.RequestTimeout, err)
-	}
-	return fmt.Errorf("etcdstore: %s: %w", what, err)
+	return b.requestError(ctx, rctx, what, err)
 }
 
 // Bounds of one attempt of [Backend.retrying], and the pause after an
-// attempt refused at once.
+// attempt refused at once. An answer takes milliseconds on a LAN and
+// tens of them under load or across regions: maxAttempt is a first
+// attempt ten times that, and a tenth of the default request bound.
 const (
 	minAttempt = 250 * time.Millisecond
+	maxAttempt = 500 * time.Millisecond
 	retryPause = 20 * time.Millisecond
 )
 
-func (b *Backend) attemptTimeout(expires time.Time) time.Duration {
-	d := b.opts.RequestTimeout / 5
-	if !expires.IsZero() {
-		d = min(d, time.Until(expires)/3)
+// share is a third of the time left before expires, or of the request
+// bound when expires is zero.
+func (b *Backend) share(expires time.Time) time.Duration {
+	if expires.IsZero() {
+		return b.opts.RequestTimeout / 3
 	}
-	return max(d, minAttempt)
+	return time.Until(expires) / 3
+}
+
+// deadline says whether err is a request's deadline: the client's, or
+// the member's, which got the deadline with the request and may give up
+// a moment before the client does ("rpc error: code = Unknown desc =
+// context deadline exceeded", seen from members waiting for a leader).
+func deadline(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && st.Message() == context.DeadlineExceeded.Error()
 }
 
 // retryable says whether err is the cluster's "not now": no endpoint
 // reachable, no leader, a leader change or a timeout inside the cluster.
 // Such a request may be sent again at once to another member.
 func retryable(err error) bool {
-	if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
+	if c := status.Code(err); c == codes.Unavailable || deadline(err) {
 		return true
 	}
 	switch rpctypes.Error(err) {

@@ -89,7 +89,7 @@ type queued struct {
 // readQueue reads the queue's keys in commit order.
 func (s *poolBackend) readQueue(ctx context.Context) ([]queued, error) {
 	var resp *clientv3.GetResponse
-	err := s.b.request(ctx, "read the queue", func(ctx context.Context) (err error) {
+	err := s.b.retrying(ctx, "read the queue", time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+queueDir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		return err
@@ -156,6 +156,9 @@ func (s *poolBackend) UpdateQueue(ctx context.Context, _ string, fn func([]pool.
 			if q.ok {
 				live = append(live, q.entry)
 				read[q.entry.ID] = q
+				if id, ok := fresh[q.entry.ID]; ok && clientv3.LeaseID(q.kv.Lease) == id {
+					delete(fresh, q.entry.ID) // a commit of an earlier attempt made it: in use
+				}
 			}
 		}
 		next, err := fn(slices.Clone(live))
@@ -217,8 +220,11 @@ func (s *poolBackend) UpdateQueue(ctx context.Context, _ string, fn func([]pool.
 			}
 		}
 		if !lapsed {
+			// Sent again when unanswered: if the first one was committed
+			// after all, the second's compares fail, and the queue read
+			// next has its changes (fn decides again on them).
 			var resp *clientv3.TxnResponse
-			err = s.b.request(ctx, "update the queue", func(ctx context.Context) (err error) {
+			err = s.b.retrying(ctx, "update the queue", time.Time{}, func(ctx context.Context) (err error) {
 				resp, err = s.b.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 				return err
 			})
@@ -254,7 +260,9 @@ func (s *poolBackend) entryTTL() int64 {
 
 func (s *poolBackend) grant(ctx context.Context, secs int64) (clientv3.LeaseID, error) {
 	var id clientv3.LeaseID
-	err := s.b.request(ctx, "grant an etcd lease", func(ctx context.Context) error {
+	// Sent again when unanswered; a grant made after all binds no key
+	// and lapses at its TTL.
+	err := s.b.retrying(ctx, "grant an etcd lease", time.Time{}, func(ctx context.Context) error {
 		resp, err := s.b.cli.Grant(ctx, secs)
 		if err == nil {
 			id = resp.ID
@@ -265,7 +273,7 @@ func (s *poolBackend) grant(ctx context.Context, secs int64) (clientv3.LeaseID, 
 }
 
 func (s *poolBackend) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
-	return s.b.request(ctx, "keep a queue entry alive", func(ctx context.Context) error {
+	return s.b.retrying(ctx, "keep a queue entry alive", time.Time{}, func(ctx context.Context) error {
 		_, err := s.b.cli.KeepAliveOnce(ctx, id)
 		return err
 	})
@@ -278,7 +286,7 @@ type statsDoc struct {
 func (s *poolBackend) stats(ctx context.Context) (statsDoc, int64, error) {
 	st := statsDoc{DurationsMs: []float64{}}
 	var resp *clientv3.GetResponse
-	err := s.b.request(ctx, "read the statistics", func(ctx context.Context) (err error) {
+	err := s.b.retrying(ctx, "read the statistics", time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+statsName)
 		return err
 	})
@@ -339,7 +347,7 @@ func (s *poolBackend) PutGrant(ctx context.Context, id string, doc []byte) error
 	if err != nil {
 		return err
 	}
-	err = s.b.request(ctx, "write the grant of "+id, func(ctx context.Context) error {
+	err = s.b.retrying(ctx, "write the grant of "+id, time.Time{}, func(ctx context.Context) error { // the same put twice is one
 		_, err := s.b.cli.Put(ctx, s.prefix+grantsDir+id, string(doc), clientv3.WithLease(lid))
 		return err
 	})
@@ -354,7 +362,7 @@ func (s *poolBackend) Grant(ctx context.Context, id string) ([]byte, error) {
 		return nil, err
 	}
 	var resp *clientv3.GetResponse
-	err := s.b.request(ctx, "read the grant of "+id, func(ctx context.Context) (err error) {
+	err := s.b.retrying(ctx, "read the grant of "+id, time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+grantsDir+id)
 		return err
 	})
@@ -378,7 +386,7 @@ func (s *poolBackend) AppendNudge(ctx context.Context, line []byte) error {
 
 func (s *poolBackend) Log(ctx context.Context) ([][]byte, error) {
 	var resp *clientv3.GetResponse
-	err := s.b.request(ctx, "read the log", func(ctx context.Context) (err error) {
+	err := s.b.retrying(ctx, "read the log", time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = s.b.cli.Get(ctx, s.prefix+logDir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		return err
@@ -513,7 +521,7 @@ func (s *poolBackend) followAhead(ctx context.Context, id string, nslots int, qu
 	front := nslots + pool.FrontMargin
 	for ctx.Err() == nil {
 		var resp *clientv3.GetResponse
-		err := s.b.request(ctx, "read the queue", func(ctx context.Context) (err error) {
+		err := s.b.retrying(ctx, "read the queue", time.Time{}, func(ctx context.Context) (err error) {
 			resp, err = s.b.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 			return err

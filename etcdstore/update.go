@@ -150,11 +150,19 @@ func (b *Backend) acquire(ctx context.Context, kind string, st *state, in *lease
 		clientv3.OpPut(p+fenceName, fp),
 		clientv3.OpPut(p+liveName, fp, clientv3.WithLease(g.id)))
 	var rev int64
-	next, err := b.txnRev(ctx, kind, "acquire", st, ops, &rev, time.Time{})
+	// Sent again when unanswered (a proposal made while the cluster
+	// elects a leader is dropped without a word): if the first one was
+	// committed after all, the second's compares fail, and the keys it
+	// finds are this acquisition's own, its random token and its grant.
+	next, err := b.txnRev(ctx, kind, "acquire", st, ops, &rev, forever)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The etcd lease lapsed while this Update retried: grant another.
 		g.id = 0
 		next, err = b.fetch(ctx, kind)
+	}
+	if err == nil && next != nil && next.rec != nil && next.rec.Token == rec.Token &&
+		next.live != nil && clientv3.LeaseID(next.live.Lease) == g.id && next.fence != nil {
+		next, rev = nil, next.fence.ModRevision
 	}
 	if err != nil || next != nil {
 		return nil, next, err
@@ -231,9 +239,10 @@ func (b *Backend) txn(ctx context.Context, kind, what string, st *state, ops []c
 
 // txnRev commits ops if kind's keys are as in st, and sets *rev to the
 // transaction's revision. When they are not, it returns what they are.
-// With resend set (the expiry of the lease a renewal keeps), an attempt
-// left unanswered is sent again ([Backend.retrying]); only a transaction
-// whose second commit is harmless may set it.
+// With resend set (the expiry of the lease a renewal keeps, or forever),
+// an attempt left unanswered is sent again ([Backend.retrying]); only a
+// transaction whose second commit is harmless (its compares fail) and
+// whose caller can tell its own first commit from another's may set it.
 func (b *Backend) txnRev(ctx context.Context, kind, what string, st *state, ops []clientv3.Op, rev *int64, resend time.Time) (*state, error) {
 	var resp *clientv3.TxnResponse
 	commit := func(ctx context.Context) (err error) {
@@ -245,9 +254,12 @@ func (b *Backend) txnRev(ctx context.Context, kind, what string, st *state, ops 
 		return err
 	}
 	var err error
-	if resend.IsZero() {
+	switch {
+	case resend.IsZero():
 		err = b.request(ctx, what+" "+kind, commit)
-	} else {
+	case resend.Equal(forever):
+		err = b.retrying(ctx, what+" "+kind, time.Time{}, commit)
+	default:
 		err = b.retrying(ctx, what+" "+kind, resend, commit)
 	}
 	if err != nil {
@@ -259,6 +271,10 @@ func (b *Backend) txnRev(ctx context.Context, kind, what string, st *state, ops 
 	}
 	return b.parseState(kind, resp.Responses[0].GetResponseRange().Kvs), nil
 }
+
+// forever, as txnRev's resend, sends a transaction again with no lease's
+// expiry to keep to.
+var forever = time.Unix(1<<62, 0)
 
 // revoke ends an etcd lease whose keys are gone or point elsewhere. A
 // failure is left alone: the lease lapses by itself at its TTL, and
@@ -301,7 +317,9 @@ func (g *grant) get(ctx context.Context, kind string, secs int64) error {
 	g.release(ctx)
 	at := g.b.Now()
 	var resp *clientv3.LeaseGrantResponse
-	err := g.b.request(ctx, "acquire "+kind+": grant", func(ctx context.Context) (err error) {
+	// Sent again when unanswered: a grant that was made after all, and
+	// never learnt of, binds no key and lapses at its TTL.
+	err := g.b.retrying(ctx, "acquire "+kind+": grant", time.Time{}, func(ctx context.Context) (err error) {
 		resp, err = g.b.cli.Grant(ctx, secs)
 		return err
 	})

@@ -71,6 +71,14 @@ func (e *HeldError) Error() string {
 	return msg
 }
 
+// expiresAt is e's ExpiresAt, zero for a nil e.
+func (e *HeldError) expiresAt() time.Time {
+	if e == nil {
+		return time.Time{}
+	}
+	return e.ExpiresAt
+}
+
 func (e *HeldError) kind() string {
 	if e.Record == nil {
 		return "?"

@@ -10,8 +10,9 @@ import (
 
 // ErrLost reports that a lease kept by a [Hold] is no longer the holder's:
 // it expired before a heartbeat reached it, it was taken over or released
-// by force, or two heartbeats in a row failed. Whatever the lease protects
-// must stop being used at once.
+// by force, or two heartbeats in a row failed (other than with the store
+// unavailable, which is tried again until the lease's deadline). Whatever
+// the lease protects must stop being used at once.
 var ErrLost = errors.New("lease: lost")
 
 // Heartbeat bounds of a [Hold].
@@ -59,7 +60,12 @@ type HoldOptions struct {
 // failed heartbeat once after a short pause, and declares the lease lost on
 // the second failure in a row, on a definite refusal (expired, not owner,
 // no record) or when the last confirmed expiry passes without a successful
-// heartbeat. Loss closes [Hold.Done] and is reported by [Hold.Err].
+// heartbeat. A heartbeat that failed because the store could not be
+// reached ([ErrUnavailable]: a cluster electing a leader, a remote
+// restarting) proves nothing about the lease, which the store still keeps
+// until its expiry: it is tried again, after the same pause, for as long as
+// the deadline allows, and does not count towards the two failures. Loss
+// closes [Hold.Done] and is reported by [Hold.Err].
 //
 // [Hold.Stop] stops heartbeating and leaves the lease to expire (or to be
 // released by someone holding the token); [Hold.Release] stops and gives
@@ -79,7 +85,8 @@ type Hold struct {
 	mu       sync.Mutex
 	rec      *Record
 	err      error
-	definite bool // err is a refusal: the lease is certainly not ours
+	definite bool  // err is a refusal: the lease is certainly not ours
+	failing  error // the last heartbeat's failure, nil once one succeeds
 
 	beat sync.Mutex // held by each heartbeat, and by Pause
 
@@ -209,6 +216,15 @@ func (h *Hold) Record() *Record {
 	return h.rec
 }
 
+// Failing is the error of the last heartbeat when it failed and none has
+// succeeded since, else nil: why the renewals are late, for a supervisor
+// that has to stop the work before the lease could lapse.
+func (h *Hold) Failing() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failing
+}
+
 // Done is closed when the lease is lost. It is never closed by Stop,
 // Release or the cancellation of Keep's context.
 func (h *Hold) Done() <-chan struct{} { return h.done }
@@ -299,7 +315,7 @@ func (h *Hold) loop(ctx context.Context) {
 		case err == nil:
 			failures = 0
 			h.mu.Lock()
-			h.rec = rec
+			h.rec, h.failing = rec, nil
 			h.mu.Unlock()
 			deadline = time.Now().Add(h.untilExpiry())
 			if h.renewed != nil {
@@ -320,7 +336,12 @@ func (h *Hold) loop(ctx context.Context) {
 			answer(h.Err())
 			return
 		default:
-			failures++
+			h.mu.Lock()
+			h.failing = err
+			h.mu.Unlock()
+			if !errors.Is(err, ErrUnavailable) {
+				failures++
+			}
 			if failures >= 2 {
 				h.lose(fmt.Errorf("two heartbeats in a row failed: %w", err))
 				answer(h.Err())

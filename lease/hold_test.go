@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -17,13 +18,20 @@ import (
 // full disk without waiting for either.
 type flakyBackend struct {
 	lease.Backend
-	fail atomic.Int32
+	fail        atomic.Int32
+	unavailable atomic.Bool // fail as a store that cannot be reached
 }
 
-var errFlaky = errors.New("injected failure")
+var (
+	errFlaky       = errors.New("injected failure")
+	errUnreachable = fmt.Errorf("%w: injected: no answer", lease.ErrUnavailable)
+)
 
 func (b *flakyBackend) Update(ctx context.Context, kind string, fn func(*lease.Record) (lease.Change, error)) (*lease.Record, error) {
 	if b.fail.Add(-1) >= 0 {
+		if b.unavailable.Load() {
+			return nil, errUnreachable
+		}
 		return nil, errFlaky
 	}
 	b.fail.Store(0)
@@ -168,6 +176,41 @@ func TestHoldRetriesOnceThenLoses(t *testing.T) {
 	}
 }
 
+// TestHoldRidesOutAnUnavailableStore: heartbeats that fail because the
+// store cannot be reached (an etcd election, a git remote restarting) are
+// tried again until the lease's deadline, however many fail in a row, and
+// the first that gets through keeps the lease; Failing says why the
+// renewals were late meanwhile. An outage that outlasts the deadline is a
+// loss by expiry.
+func TestHoldRidesOutAnUnavailableStore(t *testing.T) {
+	t.Parallel()
+	s, fb := realStore(t)
+	fb.unavailable.Store(true)
+	rec := mustAcquire(t, s, "k", "o", 0.02) // 1.2 s
+	h := keep(t, s, rec, lease.HoldOptions{Interval: 40 * time.Millisecond, RetryPause: 20 * time.Millisecond})
+
+	fb.fail.Store(8) // eight in a row, about 200 ms: well inside the TTL
+	deadline := time.Now().Add(5 * time.Second)
+	for fb.fail.Load() > 0 && time.Now().Before(deadline) {
+		if err := h.Failing(); err != nil && !errors.Is(err, lease.ErrUnavailable) {
+			t.Fatalf("Failing() = %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := h.Renew(context.Background()); err != nil {
+		t.Fatalf("after the store came back: Renew = %v", err)
+	}
+	if err := h.Failing(); err != nil {
+		t.Errorf("Failing() after a confirmed renewal = %v, want nil", err)
+	}
+
+	fb.fail.Store(1 << 30) // for good: lost at the deadline, by expiry
+	err := waitDone(t, h, 5*time.Second)
+	if !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("Err() = %v, want ErrLost and ErrExpired", err)
+	}
+}
+
 func TestHoldReleasesExactlyOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := realStore(t)
@@ -263,5 +306,76 @@ func TestKeepTakesTheAcquiredRecordAsItsFirstBeat(t *testing.T) {
 	fb.fail.Store(0)
 	if _, err := s.Keep(context.Background(), "k", "o", "not-ours", lease.HoldOptions{Acquired: rec}); !errors.Is(err, lease.ErrLost) {
 		t.Errorf("Keep with a record of another token = %v, want it to check the store and find the lease lost", err)
+	}
+}
+
+// flakyReads fails reads as well as updates: a store that does not
+// answer at all.
+type flakyReads struct{ flakyBackend }
+
+func (b *flakyReads) Read(ctx context.Context, kind string) (*lease.Record, error) {
+	if b.fail.Add(-1) >= 0 {
+		return nil, errUnreachable
+	}
+	b.fail.Store(0)
+	return b.Backend.Read(ctx, kind)
+}
+
+// TestAcquireWaitRidesOutAnUnavailableStore: a waiter whose attempts fail
+// because the store cannot be reached (an etcd election, a git remote
+// restarting) waits on and tries again at the next poll, both before its
+// first refusal and after it, and gets the lease once it is free; a wait
+// that ends while the store still does not answer says so.
+func TestAcquireWaitRidesOutAnUnavailableStore(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "store")
+	holder, err := dirstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := holder.Acquire(context.Background(), lease.Request{Kind: "k", Owner: "a", TTLMinutes: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &flakyReads{flakyBackend{Backend: holder.Backend()}}
+	fb.unavailable.Store(true)
+	waiter, err := lease.New(fb, lease.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.fail.Store(3) // the first attempts: the store does not answer
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		acq, err := waiter.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "b", TTLMinutes: 1})
+		if err == nil && acq.Record.Owner != "b" {
+			err = fmt.Errorf("acquired %+v", acq.Record)
+		}
+		done <- err
+	}()
+	drained := func() {
+		for deadline := time.Now().Add(10 * time.Second); fb.fail.Load() > 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter stopped trying")
+			}
+		}
+	}
+	drained() // the outage, then refusals (held)
+	time.Sleep(50 * time.Millisecond)
+	fb.fail.Store(3) // again, now that the waiter has been refused
+	drained()
+	if _, err := holder.Release(context.Background(), lease.Ref{Kind: "k", Owner: "a", Token: held.Record.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("AcquireWait = %v, want the lease once the store answers and it is free", err)
+	}
+
+	fb.fail.Store(1 << 30) // for good: the wait ends with the store's error
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := waiter.AcquireWait(ctx, lease.Request{Kind: "k2", Owner: "b", TTLMinutes: 1}); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("AcquireWait on a store that never answers = %v, want ErrUnavailable", err)
 	}
 }

@@ -21,6 +21,22 @@ type ExpiryMarginer interface {
 	ExpiryMargin(ttl time.Duration) time.Duration
 }
 
+// RenewalGapper is implemented by backends whose renewals can go
+// unanswered for a while through a fault the store itself rides out with
+// the lease intact: an etcd cluster electing a new leader (etcd extends
+// every lease when a new leader takes over), a git remote restarting. A
+// [Hold] already waits such a fault out until its deadline; a supervisor
+// that stops the work when renewals are late (pool-run's guardian) must
+// not begin to sooner than RenewalGap after a renewal was due, and a TTL
+// too short to leave that room cannot be kept.
+type RenewalGapper interface {
+	// RenewalGap is how late a renewal may be through such a fault, and
+	// why (for messages: what the store assumes or learnt). It never
+	// fails: without an answer from the store it returns what the store
+	// assumes.
+	RenewalGap(ctx context.Context) (gap time.Duration, why string)
+}
+
 // Watcher is implemented by backends that can report changes to a kind's
 // record, so a waiter wakes as soon as a lease is released instead of at the
 // next poll. Events may be spurious; a waiter always re-reads.

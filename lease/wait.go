@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,11 @@ const lineCheckFactor = 20
 // only the head of the line watches and retries; the others wait their
 // turn, so one release wakes one waiter. Processes that do not use the
 // line (the Node tool) are ordinary racers.
+//
+// A store that does not answer for a while ([ErrUnavailable]: an etcd
+// cluster electing a leader, a remote restarting) is waited out like a
+// holder: the attempt is made again at the next poll. A wait that ends
+// while the store still does not answer returns that error.
 func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error) {
 	if err := s.checkRequest(r); err != nil {
 		return nil, err
@@ -43,6 +49,9 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 	// waiter that has to wait creates the wait file.
 	acq, err := s.Acquire(ctx, r)
 	var held *HeldError
+	if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		return s.waitHead(ctx, r, start, nil)
+	}
 	if !errors.As(err, &held) {
 		return acquired(acq, err)
 	}
@@ -91,8 +100,9 @@ func (s *Store) AcquireWait(ctx context.Context, r Request) (*Acquisition, error
 
 // waitHead is the wait of the head of the line (or of every waiter, on a
 // backend without one): watch the record, retry on a change, at the
-// holder's expiry and every poll interval. held is the refusal seen last,
-// if any.
+// holder's expiry and every poll interval, and at the next poll after an
+// attempt the store did not answer. held is the refusal seen last, if
+// any.
 func (s *Store) waitHead(ctx context.Context, r Request, start time.Time, held *HeldError) (*Acquisition, error) {
 	var wake <-chan struct{}
 	if w, ok := s.b.(Watcher); ok {
@@ -117,16 +127,24 @@ func (s *Store) waitHead(ctx context.Context, r Request, start time.Time, held *
 				err = held
 			}
 		}
-		if !errors.As(err, &held) {
+		var unavailable error
+		switch {
+		case errors.As(err, &held):
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+			unavailable = err // nothing changed: wait on, and try again
+		default:
 			return acquired(acq, err)
 		}
 		next := s.opts.pollInterval
-		if until := time.Until(held.ExpiresAt) + time.Millisecond; until > 0 && until < next {
+		if until := time.Until(held.expiresAt()) + time.Millisecond; unavailable == nil && until > 0 && until < next {
 			next = until
 		}
 		timer.Reset(next)
 		select {
 		case <-ctx.Done():
+			if unavailable != nil || held == nil {
+				return nil, cmp.Or(unavailable, ctx.Err())
+			}
 			return nil, waitEnded(ctx, held, start)
 		case <-wake:
 			if !timer.Stop() {

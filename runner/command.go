@@ -88,7 +88,11 @@ func (out *outcome) result(s *session) *Result {
 		return &Result{Exit: signalStatus(syscall.SIGTERM), Code: CodeInterrupted, Signal: syscall.SIGTERM,
 			Err: fmt.Errorf("the guardian was sent SIGTERM: %w", &interruption{syscall.SIGTERM})}
 	case out.why == whyDeadline:
-		err := fmt.Errorf("%w: %s was not renewed in time (pool-run stopped or hung); the guardian killed the work before the lease could expire", lease.ErrLost, s.held)
+		why := "no renewal was confirmed in time: pool-run stopped or hung, or the store did not answer"
+		if f := s.hold.Failing(); f != nil {
+			why = "the store did not confirm a renewal: " + f.Error()
+		}
+		err := fmt.Errorf("%w: %s was not renewed in time (%s); the guardian killed the work before the lease could expire", lease.ErrLost, s.held, why)
 		return &Result{Exit: ExitLost, Code: CodeLost, Err: err}
 	case out.sig != nil:
 		return &Result{Exit: signalStatus(out.sig), Code: CodeInterrupted, Signal: out.sig, Err: &interruption{out.sig}}

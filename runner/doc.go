@@ -25,8 +25,9 @@
 // guardian acts on its own when:
 //
 //   - that time draws near without a renewal: SIGTERM to every process of
-//     the work a grace before it, SIGKILL a margin before it (see
-//     guardTimes);
+//     the work a grace before it, SIGKILL a margin before it, and never
+//     while a renewal may still land late through a fault the store
+//     rides out (see budget);
 //   - the caller dies (its end of the socket closes): SIGTERM, SIGKILL
 //     after the kill grace or at that same deadline; then the terminal's
 //     saved modes are restored and the lease released;

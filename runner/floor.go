@@ -1,56 +1,121 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/durable-lease/durable-lease/lease"
 )
 
-// renewalAllowance is how long a heartbeat may take on a loaded host,
-// from its start to its confirmation, for the TTL floor: a directory
-// store's takes well under a millisecond idle, tens of milliseconds when
-// the host is saturated, and a heartbeat goroutine may wait its turn for
-// a CPU that long again.
-const renewalAllowance = 250 * time.Millisecond
+// renewalAllowance is how late a renewal may be on a loaded host
+// (lease.RenewalAllowance).
+const renewalAllowance = lease.RenewalAllowance
 
-// keepable reports whether a run can keep a lease of ttl heartbeated
-// every interval (0: ttl/8) on a store whose holder gives up storeMargin
-// before the confirmed expiry: the next heartbeat, and the time it takes,
-// must fit before the guardian's own deadline (it sends the work SIGTERM
-// a grace before the time the lease is safely held until, and SIGKILL a
-// margin before it; see guardTimes), or every run would be stopped as if
-// its pool-run had hung.
-func keepable(ttl, interval, killGrace time.Duration, storeMargin func(time.Duration) time.Duration) bool {
+// minGrace is the shortest SIGTERM grace the guardian gives the work
+// before its SIGKILL when renewals stop: at the shortest TTL a run keeps,
+// all that is left of the TTL once a late renewal has had its chance.
+const minGrace = 100 * time.Millisecond
+
+// budget is how a run spends a lease's TTL after a confirmed renewal:
+// the next one is due an interval later and may be late by the store's
+// gap (a fault the store rides out) and the allowance (a loaded host);
+// only then may the guardian send the work SIGTERM, a grace before its
+// SIGKILL, which comes a margin before the time the lease is safely held
+// until, itself the store's margin before the confirmed expiry:
+//
+//	renewal ─ interval ─ gap ─ allowance ─ [room] ─ SIGTERM ─ grace ─ SIGKILL ─ margin ─ until ─ storeMargin ─ expiry
+//
+// The room left over is what the grace may take; a TTL whose room is
+// shorter than minGrace cannot be kept: every fault the store survives
+// would stop the work as if pool-run had hung.
+type budget struct {
+	ttl, interval, killGrace time.Duration
+	storeMargin              time.Duration // the Hold gives up this long before the confirmed expiry
+	gap                      time.Duration // how late a renewal may be through a fault the store rides out
+	gapWhy                   string
+}
+
+// Bounds of the guardian's own deadline: the margin before the lease's
+// confirmed expiry at which it kills the work.
+const (
+	minMargin = 100 * time.Millisecond
+	maxMargin = 2 * time.Second
+)
+
+// guard is the guardian's margin and the watchdog's grace: the margin (a
+// tenth of the TTL, within bounds, at most a quarter of what a heartbeat
+// interval leaves) leaves time for SIGKILL to land before anyone else can
+// be granted the lease, on a loaded machine too; the grace is the kill
+// grace at most, half of what the interval leaves at most, and never so
+// long that the SIGTERM would come before a renewal late by the store's
+// gap and the allowance: at short TTLs the grace is the room that is
+// left, down to minGrace at the floor (and nothing below it).
+func (b budget) guard() (margin, grace time.Duration) {
+	slack := max(b.ttl-b.interval, 0)
+	margin = min(max(b.ttl/10, minMargin), maxMargin, slack/4)
+	grace = min(b.killGrace, slack/2, max(b.room(margin), 0))
+	return margin, grace
+}
+
+// room is the time between a renewal late by the gap and the allowance
+// and the guardian's SIGKILL: what the SIGTERM grace may take.
+func (b budget) room(margin time.Duration) time.Duration {
+	return b.ttl - b.storeMargin - margin - b.interval - b.gap - renewalAllowance
+}
+
+// keepable reports whether a run can keep the lease: a renewal late by
+// the store's gap and the allowance still lands before the guardian
+// would begin to stop the work, with at least minGrace of room left.
+func (b budget) keepable() bool {
+	if b.interval >= b.ttl {
+		return false
+	}
+	margin, _ := b.guard()
+	return b.room(margin) >= minGrace
+}
+
+// storeTimes are a store's parts of a budget: its expiry margin
+// (lease.ExpiryMarginer: none for a store whose holder's own clock
+// decides) and its renewal gap (lease.RenewalGapper: none for a store
+// whose renewals wait for nothing but the host).
+type storeTimes struct {
+	margin func(ttl time.Duration) time.Duration
+	gap    time.Duration
+	gapWhy string
+}
+
+func storeTimesOf(s *lease.Store) storeTimes {
+	st := storeTimes{margin: func(time.Duration) time.Duration { return 0 }, gapWhy: "a renewal waits for nothing but the host"}
+	if m, ok := s.Backend().(lease.ExpiryMarginer); ok {
+		st.margin = m.ExpiryMargin
+	}
+	if g, ok := s.Backend().(lease.RenewalGapper); ok {
+		st.gap, st.gapWhy = g.RenewalGap(context.Background())
+	}
+	return st
+}
+
+// budget is the budget of a lease of ttl renewed every interval (0:
+// ttl/8) with killGrace.
+func (st storeTimes) budget(ttl, interval, killGrace time.Duration) budget {
 	if interval <= 0 {
 		interval = max(ttl/8, lease.MinBeatInterval)
 	}
-	if interval >= ttl {
-		return false
-	}
-	until := ttl - storeMargin(ttl)
-	margin, watchGrace := guardTimes(ttl, interval, killGrace)
-	return interval+renewalAllowance <= until-margin-watchGrace
+	return budget{ttl: ttl, interval: interval, killGrace: killGrace,
+		storeMargin: st.margin(ttl), gap: st.gap, gapWhy: st.gapWhy}
 }
 
-// ttlFloor is the shortest TTL a run keeps with these settings, to 10 ms,
-// by trying TTLs in turn (keepable grows with the TTL), up to an hour.
-func ttlFloor(interval, killGrace time.Duration, storeMargin func(time.Duration) time.Duration) time.Duration {
+// floor is the shortest TTL keepable with interval (0: TTL/8) and
+// killGrace, to 10 ms, by trying TTLs in turn (keepable grows with the
+// TTL), up to an hour.
+func (st storeTimes) floor(interval, killGrace time.Duration) time.Duration {
 	for ttl := 10 * time.Millisecond; ttl <= time.Hour; ttl += 10 * time.Millisecond {
-		if keepable(ttl, interval, killGrace, storeMargin) {
+		if st.budget(ttl, interval, killGrace).keepable() {
 			return ttl
 		}
 	}
 	return time.Hour
-}
-
-// storeMarginOf is the store's expiry margin (lease.ExpiryMarginer), none
-// for a store whose holder's own clock decides.
-func storeMarginOf(s *lease.Store) func(time.Duration) time.Duration {
-	if m, ok := s.Backend().(lease.ExpiryMarginer); ok {
-		return m.ExpiryMargin
-	}
-	return func(time.Duration) time.Duration { return 0 }
 }
 
 // MinTTL is the shortest TTL, in minutes, a run with o's heartbeat and
@@ -60,20 +125,26 @@ func MinTTL(o Options) float64 {
 	if o.KillGrace == 0 {
 		o.KillGrace = DefaultKillGrace
 	}
-	return ttlFloor(o.Heartbeat, o.KillGrace, storeMarginOf(o.Store)).Minutes()
+	return storeTimesOf(o.Store).floor(o.Heartbeat, o.KillGrace).Minutes()
 }
 
-// checkFloor refuses a TTL the run cannot keep, naming the shortest it can.
+// checkFloor refuses a TTL the run cannot keep, naming the shortest it
+// can and why.
 func (o *Options) checkFloor(ttl time.Duration) error {
-	margin := storeMarginOf(o.Store)
-	if keepable(ttl, o.Heartbeat, o.KillGrace, margin) {
+	st := storeTimesOf(o.Store)
+	b := st.budget(ttl, o.Heartbeat, o.KillGrace)
+	if b.keepable() {
 		return nil
 	}
-	floor := ttlFloor(o.Heartbeat, o.KillGrace, margin)
+	floor := st.floor(o.Heartbeat, o.KillGrace)
 	hb := "TTL/8"
 	if o.Heartbeat > 0 {
 		hb = o.Heartbeat.String()
 	}
-	return fmt.Errorf("%w: ttl %s is shorter than pool-run can keep with a heartbeat of %s on this store: the guardian would stop the work before the next heartbeat could land; the shortest it keeps is %s (%.4g minutes)",
-		ErrInvalid, ttl, hb, floor, floor.Minutes())
+	late := fmt.Sprintf("a renewal may be %s late on a loaded host", renewalAllowance)
+	if b.gap > 0 {
+		late = fmt.Sprintf("a renewal may be %s late through a fault the store rides out (%s), and %s more on a loaded host", b.gap, b.gapWhy, renewalAllowance)
+	}
+	return fmt.Errorf("%w: ttl %s is shorter than pool-run can keep with a heartbeat of %s on this store: %s, and the guardian must still be able to stop the work before the lease could lapse; the shortest it keeps is %s (%.4g minutes)",
+		ErrInvalid, ttl, hb, late, floor, floor.Minutes())
 }

@@ -74,26 +74,6 @@ type guard struct {
 	work int           // the pid of the work (or phase) last started
 }
 
-// Bounds of the guardian's own deadline: the margin before the lease's
-// confirmed expiry at which it kills the work.
-const (
-	minMargin = 100 * time.Millisecond
-	maxMargin = 2 * time.Second
-)
-
-// guardTimes are the margin and the watchdog's grace for a lease of ttl
-// renewed every interval: the margin (a tenth of the TTL, within bounds)
-// leaves time for SIGKILL to land before anyone else can be granted the
-// lease, on a loaded machine too; the watchdog's SIGTERM comes a grace
-// before that, the kill grace at most, and never while the heartbeats
-// are on schedule.
-func guardTimes(ttl, interval, killGrace time.Duration) (margin, watchGrace time.Duration) {
-	slack := max(ttl-interval, 0)
-	margin = min(max(ttl/10, minMargin), maxMargin, slack/4)
-	watchGrace = min(killGrace, slack/2)
-	return margin, watchGrace
-}
-
 // startGuardian starts the guardian on the work's streams and hands it
 // st. The guardian runs this same executable.
 func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
@@ -115,8 +95,11 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	if termf == nil {
 		termf = logf // a placeholder: nothing to restore
 	}
-	ttl := s.hold.Record().TTL()
-	margin, watchGrace := guardTimes(ttl, s.hold.Interval(), s.o.KillGrace)
+	// The guardian's deadlines (floor.go): SIGKILL a margin before the
+	// time the lease is safely held until, SIGTERM a grace before that,
+	// and never before a renewal late through a fault the store rides out.
+	b := storeTimesOf(s.o.Store).budget(s.hold.Record().TTL(), s.hold.Interval(), s.o.KillGrace)
+	margin, watchGrace := b.guard()
 	st.Parent, st.Pgrp = os.Getpid(), syscall.Getpgrp()
 	st.Until = s.renewals.until.Load()
 	st.Margin, st.WatchGrace, st.Grace = int64(margin), int64(watchGrace), int64(s.o.KillGrace)

@@ -10,8 +10,9 @@ import (
 )
 
 // startBinary starts m as a process of the etcd executable bin, with the
-// embedded members' flags.
-func startBinary(t testing.TB, bin string, m *Member, initial, token string, tlsFiles *TLSFiles) (func(), <-chan struct{}, error) {
+// embedded members' flags. A member restarted over its data directory
+// rejoins as it was: etcd ignores the initial-cluster flags then.
+func startBinary(t testing.TB, bin string, m *Member, initial, token string, tlsFiles *TLSFiles, timing Timing) (running, error) {
 	client := "http://" + m.Endpoint
 	var tlsFlags []string
 	if tlsFiles != nil {
@@ -25,14 +26,14 @@ func startBinary(t testing.TB, bin string, m *Member, initial, token string, tls
 		"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
 		"--initial-cluster", initial, "--initial-cluster-token", token,
 		"--initial-cluster-state", "new",
-		"--heartbeat-interval", fmt.Sprint(TickMs), "--election-timeout", fmt.Sprint(ElectionMs),
+		"--heartbeat-interval", fmt.Sprint(timing.TickMs), "--election-timeout", fmt.Sprint(timing.ElectionMs),
 		"--bcrypt-cost", fmt.Sprint(BcryptCost),
 		"--logger", "zap", "--log-level", "error", "--log-outputs", "stderr")...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+		return running{}, err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -60,5 +61,5 @@ func startBinary(t testing.TB, bin string, m *Member, initial, token string, tls
 		_ = cmd.Process.Kill()
 		<-exited
 	}
-	return stop, ready, nil
+	return running{stop: stop, ready: ready, proc: cmd.Process}, nil
 }

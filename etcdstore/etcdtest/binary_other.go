@@ -7,6 +7,6 @@ import (
 	"testing"
 )
 
-func startBinary(testing.TB, string, *Member, string, string, *TLSFiles) (func(), <-chan struct{}, error) {
-	return nil, nil, errors.New("etcdtest: " + EnvBinary + " is supported on Linux only")
+func startBinary(testing.TB, string, *Member, string, string, *TLSFiles, Timing) (running, error) {
+	return running{}, errors.New("etcdtest: " + EnvBinary + " is supported on Linux only")
 }

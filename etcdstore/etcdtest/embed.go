@@ -11,8 +11,9 @@ import (
 
 var getenv = os.Getenv
 
-// startEmbedded starts m in this process.
-func startEmbedded(m *Member, initial, token string, tlsFiles *TLSFiles) (func(), <-chan struct{}, error) {
+// startEmbedded starts m in this process (again from its data directory
+// on a restart).
+func startEmbedded(m *Member, initial, token string, tlsFiles *TLSFiles, timing Timing) (running, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
 	cfg.Dir = m.dir
@@ -30,13 +31,13 @@ func startEmbedded(m *Member, initial, token string, tlsFiles *TLSFiles) (func()
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = initial
 	cfg.InitialClusterToken = token
-	cfg.TickMs, cfg.ElectionMs = TickMs, ElectionMs
+	cfg.TickMs, cfg.ElectionMs = uint(timing.TickMs), uint(timing.ElectionMs)
 	cfg.BcryptCost = BcryptCost
 	cfg.UnsafeNoFsync = true // test data: durability buys nothing
 	cfg.ListenMetricsUrls = nil
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, nil, err
+		return running{}, err
 	}
 	kill := func() {
 		// A crash, as far as the other members can tell: no leadership
@@ -44,5 +45,5 @@ func startEmbedded(m *Member, initial, token string, tlsFiles *TLSFiles) (func()
 		e.Server.HardStop()
 		e.Close()
 	}
-	return kill, e.Server.ReadyNotify(), nil
+	return running{stop: kill, ready: e.Server.ReadyNotify()}, nil
 }

@@ -9,12 +9,15 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,17 +25,31 @@ import (
 	"go.uber.org/zap"
 )
 
-// Timing of every member: a 50 ms heartbeat and a 500 ms election
-// timeout keep an election short while staying stable on a loaded test
-// machine (with -race), and give the smallest etcd lease TTL there is,
-// one second (etcd's minimum is 1.5 election timeouts, rounded up to
-// whole seconds).
+// Timing of every member of [Start], [StartTLS] and [StartCluster]: a
+// 50 ms heartbeat and a 500 ms election timeout keep an election short
+// while staying stable on a loaded test machine (with -race), and give
+// the smallest etcd lease TTL there is, one second (etcd's minimum is 1.5
+// election timeouts, rounded up to whole seconds).
 const (
 	TickMs     = 50
 	ElectionMs = 500
 	// MinLeaseTTL is the cluster's minimum etcd lease TTL with this timing.
 	MinLeaseTTL = time.Second
 )
+
+// Timing is the raft timing of a cluster's members, in milliseconds: the
+// heartbeat interval and the election timeout.
+type Timing struct {
+	TickMs, ElectionMs int
+}
+
+// Test is the timing of [StartCluster]: [TickMs] and [ElectionMs].
+var Test = Timing{TickMs, ElectionMs}
+
+// Default is etcd's own default timing (a 100 ms heartbeat and a 1 s
+// election timeout), which a cluster runs with unless its operator tuned
+// it: the timing the store's TTL floor on etcd assumes.
+var Default = Timing{100, 1000}
 
 // BcryptCost is the members' cost of hashing a password (etcd's default
 // is 10): the cheapest there is, since the tests' passwords protect
@@ -52,7 +69,10 @@ type Cluster struct {
 	// TLS is set when the members serve clients over TLS only and require
 	// a client certificate.
 	TLS *TLSFiles
-	t   testing.TB
+	// Timing is the members' raft timing.
+	Timing Timing
+	t      testing.TB
+	binary bool
 }
 
 // Member is one etcd member.
@@ -62,9 +82,23 @@ type Member struct {
 	Endpoint string
 	peerURL  string
 	dir      string
-	stop     func()
-	once     sync.Once
-	stopped  atomic.Bool
+	// start starts the member (again, on a restart, from its data
+	// directory) and returns its process when it runs as one.
+	start func() (running, error)
+
+	mu      sync.Mutex
+	run     running
+	stopped atomic.Bool
+	paused  atomic.Bool
+}
+
+// running is a started member: stop ends it abruptly, ready is closed
+// once it serves clients, and proc is its process, nil for a member in
+// this process.
+type running struct {
+	stop  func()
+	ready <-chan struct{}
+	proc  *os.Process
 }
 
 // Start starts a single-member cluster.
@@ -76,20 +110,51 @@ func Start(t testing.TB) *Cluster { return StartCluster(t, 1) }
 func StartTLS(t testing.TB) *Cluster {
 	t.Helper()
 	f := NewTLSFiles(t)
-	return start(t, 1, &f)
+	return start(t, 1, &f, Options{})
 }
 
 // StartCluster starts an n-member cluster and waits until it has a leader.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return start(t, n, nil)
+	return start(t, n, nil, Options{})
 }
 
-func start(t testing.TB, n int, tlsFiles *TLSFiles) *Cluster {
+// Options choose how [StartClusterWith] runs the members.
+type Options struct {
+	// Timing is the members' raft timing; zero means [Test].
+	Timing Timing
+	// Binary is the etcd executable the members run as processes of; ""
+	// means $ETCDTEST_BINARY, and the embedded server without it.
+	Binary string
+}
+
+// StartClusterWith is [StartCluster] with o's timing and executable.
+func StartClusterWith(t testing.TB, n int, o Options) *Cluster {
 	t.Helper()
+	return start(t, n, nil, o)
+}
+
+// DistributionBinary is the etcd executable a distribution's etcd-server
+// package installs (/usr/bin/etcd), or "" when there is none.
+func DistributionBinary() string {
+	const bin = "/usr/bin/etcd"
+	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return bin
+	}
+	return ""
+}
+
+func start(t testing.TB, n int, tlsFiles *TLSFiles, o Options) *Cluster {
+	t.Helper()
+	if o.Timing == (Timing{}) {
+		o.Timing = Test
+	}
+	if o.Binary == "" {
+		o.Binary = getenv(EnvBinary)
+	}
 	var lastErr error
 	for try := 0; try < 3; try++ {
-		c, err := startCluster(t, n, tlsFiles)
+		c, err := startCluster(t, n, tlsFiles, o)
 		if err == nil {
 			return c
 		}
@@ -99,8 +164,9 @@ func start(t testing.TB, n int, tlsFiles *TLSFiles) *Cluster {
 	return nil
 }
 
-func startCluster(t testing.TB, n int, tlsFiles *TLSFiles) (*Cluster, error) {
-	c := &Cluster{t: t, TLS: tlsFiles}
+func startCluster(t testing.TB, n int, tlsFiles *TLSFiles, o Options) (*Cluster, error) {
+	timing, bin := o.Timing, o.Binary
+	c := &Cluster{t: t, TLS: tlsFiles, Timing: timing}
 	token := fmt.Sprintf("etcdtest-%d", time.Now().UnixNano())
 	var initial []string
 	for i := range n {
@@ -112,27 +178,26 @@ func startCluster(t testing.TB, n int, tlsFiles *TLSFiles) (*Cluster, error) {
 			Name:     fmt.Sprintf("m%d", i),
 			Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 			peerURL:  fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-			dir:      t.TempDir(),
+			dir:      dataDir(t, bin != ""),
 		}
 		c.Members = append(c.Members, m)
 		initial = append(initial, m.Name+"="+m.peerURL)
 	}
-	start := func(m *Member, initial, token string) (func(), <-chan struct{}, error) {
-		return startEmbedded(m, initial, token, tlsFiles)
-	}
-	if bin := getenv(EnvBinary); bin != "" {
-		start = func(m *Member, initial, token string) (func(), <-chan struct{}, error) {
-			return startBinary(t, bin, m, initial, token, tlsFiles)
-		}
-	}
+	c.binary = bin != ""
 	readies := make([]<-chan struct{}, n)
 	for i, m := range c.Members {
-		stop, ready, err := start(m, strings.Join(initial, ","), token)
+		m.start = func() (running, error) {
+			if bin != "" {
+				return startBinary(t, bin, m, strings.Join(initial, ","), token, tlsFiles, timing)
+			}
+			return startEmbedded(m, strings.Join(initial, ","), token, tlsFiles, timing)
+		}
+		r, err := m.start()
 		if err != nil {
 			c.stopAll()
 			return nil, err
 		}
-		m.stop, readies[i] = stop, ready
+		m.run, readies[i] = r, r.ready
 	}
 	t.Cleanup(c.stopAll)
 	deadline := time.After(readyTimeout)
@@ -161,25 +226,111 @@ func (c *Cluster) stopAll() {
 	wg.Wait()
 }
 
-// Stop stops the member abruptly, as a crash would: a leader hands over
-// nothing, and the others elect a new one after the election timeout.
+// Stop stops the member abruptly, as a crash would (SIGKILL of a
+// member's process): a leader hands over nothing, and the others elect a
+// new one after the election timeout. Stop on a stopped member does
+// nothing.
 func (m *Member) Stop() {
-	m.once.Do(func() {
-		m.stopped.Store(true)
-		if m.stop != nil {
-			m.stop()
-		}
-	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped.Swap(true) {
+		return
+	}
+	if m.paused.Swap(false) && m.run.proc != nil {
+		_ = m.run.proc.Signal(syscall.SIGCONT) // SIGKILL ends it either way; this reaps it sooner
+	}
+	if m.run.stop != nil {
+		m.run.stop()
+	}
 }
 
-// Stopped reports whether Stop was called.
+// Stopped reports whether the member is stopped (Stop was called and no
+// Restart since).
 func (m *Member) Stopped() bool { return m.stopped.Load() }
 
-// Endpoints are the client addresses of the members still running.
+// Restart starts a stopped member again from its data directory, as an
+// operator restarts a crashed one, and returns once it serves clients
+// (it may still be catching up with the leader).
+func (m *Member) Restart() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stopped.Load() {
+		return fmt.Errorf("etcdtest: restart %s: it is running", m.Name)
+	}
+	r, err := m.start()
+	if err != nil {
+		return fmt.Errorf("etcdtest: restart %s: %w", m.Name, err)
+	}
+	select {
+	case <-r.ready:
+	case <-time.After(readyTimeout):
+		r.stop()
+		return fmt.Errorf("etcdtest: restart %s: not ready within %s", m.Name, readyTimeout)
+	}
+	m.run = r
+	m.stopped.Store(false)
+	return nil
+}
+
+// ErrInProcess is the error of [Member.Pause] for a member that runs in
+// the test's own process (the embedded server), which cannot be stopped
+// alone: set ETCDTEST_BINARY.
+var ErrInProcess = errors.New("etcdtest: the member runs in this process (embedded), not as a process of its own; set " + EnvBinary)
+
+// Pause hangs the member (SIGSTOP of its process): its connections stay
+// open and nothing answers, as with a member stuck on a disk or starved
+// of CPU. Only a member of the etcd binary can be paused ([ErrInProcess]).
+func (m *Member) Pause() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.run.proc == nil {
+		return ErrInProcess
+	}
+	if m.stopped.Load() || m.paused.Load() {
+		return fmt.Errorf("etcdtest: pause %s: it is not running", m.Name)
+	}
+	if err := m.run.proc.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	m.paused.Store(true)
+	return nil
+}
+
+// Resume continues a paused member (SIGCONT).
+func (m *Member) Resume() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.paused.Load() {
+		return fmt.Errorf("etcdtest: resume %s: it is not paused", m.Name)
+	}
+	m.paused.Store(false)
+	return m.run.proc.Signal(syscall.SIGCONT)
+}
+
+// Paused reports whether the member is paused.
+func (m *Member) Paused() bool { return m.paused.Load() }
+
+// Pid is the member's process id, 0 for a member in this process.
+func (m *Member) Pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.run.proc == nil {
+		return 0
+	}
+	return m.run.proc.Pid
+}
+
+// Processes reports whether the members are processes of the etcd
+// binary ([EnvBinary]), which can be killed, paused and resumed one by
+// one, rather than servers embedded in the test's process.
+func (c *Cluster) Processes() bool { return c.binary }
+
+// Endpoints are the client addresses of the members running and not
+// paused.
 func (c *Cluster) Endpoints() []string {
 	var eps []string
 	for _, m := range c.Members {
-		if !m.Stopped() {
+		if !m.Stopped() && !m.Paused() {
 			eps = append(eps, m.Endpoint)
 		}
 	}
@@ -196,7 +347,8 @@ func (c *Cluster) URL(prefix string) string {
 	return "etcd://" + strings.Join(eps, ",") + "/" + prefix
 }
 
-// Client returns a client of the running members, closed at cleanup.
+// Client returns a client of the members running and not paused, closed
+// at cleanup.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
 	cli, err := clientv3.New(c.clientConfig(5 * time.Second))
@@ -240,8 +392,8 @@ func (c *Cluster) waitLeader(within time.Duration) (int, error) {
 	return -1, fmt.Errorf("no leader within %s: %v", within, last)
 }
 
-// leaderOnce asks every running member for its status: all must name the
-// same leader, one of the members.
+// leaderOnce asks every running member (not paused) for its status: all
+// must name the same leader, one of the members.
 func (c *Cluster) leaderOnce() (int, error) {
 	cli, err := clientv3.New(c.clientConfig(time.Second))
 	if err != nil {
@@ -251,7 +403,7 @@ func (c *Cluster) leaderOnce() (int, error) {
 	leader := uint64(0)
 	ids := map[uint64]int{}
 	for i, m := range c.Members {
-		if m.Stopped() {
+		if m.Stopped() || m.Paused() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -271,6 +423,22 @@ func (c *Cluster) leaderOnce() (int, error) {
 		return -1, fmt.Errorf("leader %x is not a running member", leader)
 	}
 	return i, nil
+}
+
+// dataDir is a member's data directory, removed at cleanup. A member of
+// the binary keeps it on a tmpfs (/dev/shm) where there is one: etcd
+// before 3.5 has no --unsafe-no-fsync, and its fsyncs of the WAL on a
+// disk that the rest of a test run keeps busy take long enough to miss
+// heartbeats (an election with no fault injected) and delay every write
+// by seconds. The embedded member does not sync at all (UnsafeNoFsync).
+func dataDir(t testing.TB, binary bool) string {
+	if binary {
+		if d, err := os.MkdirTemp("/dev/shm", "etcdtest-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
 }
 
 // freePorts picks n loopback ports that were free a moment ago.

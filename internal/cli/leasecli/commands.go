@@ -54,6 +54,29 @@ func (o acquireOut) AppendJSON(b []byte) ([]byte, bool) {
 	return j.End()
 }
 
+// floorChecked is the longest TTL warnFloor asks the store about: no
+// store's renewal floor comes near a minute, and a longer TTL costs no
+// request.
+const floorChecked = time.Minute
+
+// warnFloor says on stderr when a lease of ttl minutes is shorter than a
+// holder can keep on the store through the faults it rides out
+// ([lease.Store.RenewalFloor]): it is granted (a lease meant to lapse
+// soon is a lease too), but its heartbeats could not keep it through a
+// leader election.
+func warnFloor(e *env, ttlMinutes float64) {
+	ttl := time.Duration(ttlMinutes * float64(time.Minute))
+	if ttl >= floorChecked {
+		return
+	}
+	floor, why := e.store.RenewalFloor(e.ctx)
+	if ttl >= floor {
+		return
+	}
+	fmt.Fprintf(e.stderr, "lease: warning: ttl %s is shorter than a holder can keep on this store: %s; the shortest it keeps is %s (%.4g minutes); heartbeats may not keep this lease\n",
+		ttl, why, floor, floor.Minutes())
+}
+
 func (c *acquireCmd) Run(e *env) error {
 	wait, err := cliparse.Ms("wait-ms", c.WaitMs)
 	if err != nil {
@@ -66,6 +89,7 @@ func (c *acquireCmd) Run(e *env) error {
 		}
 		req.Payload = json.RawMessage(*c.Payload)
 	}
+	warnFloor(e, c.TTL)
 	acq, err := e.store.Acquire(e.ctx, req)
 	if held := (*lease.HeldError)(nil); c.WaitMs > 0 && errors.As(err, &held) {
 		// Say why nothing happens yet; a wait must never look like a hang.

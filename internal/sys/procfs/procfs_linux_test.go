@@ -8,9 +8,9 @@ import (
 )
 
 func TestParseStat(t *testing.T) {
-	line := []byte("4242 (a (b) c) S 1 4240 4239 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 123456789 0 0\n")
+	line := []byte("4242 (a (b) c) S 1 4240 4239 0 -1 4194560 0 0 0 0 7 9 0 0 20 0 1 0 123456789 0 0\n")
 	s, err := ParseStat(line)
-	if err != nil || s != (Stat{PID: 4242, PPID: 1, PGRP: 4240, Session: 4239, State: 'S', Start: 123456789}) {
+	if err != nil || s != (Stat{PID: 4242, PPID: 1, PGRP: 4240, Session: 4239, State: 'S', UTime: 7, STime: 9, Start: 123456789}) {
 		t.Fatalf("ParseStat = %+v, %v", s, err)
 	}
 	for _, bad := range []string{"", "4242 (x", "x (y) S 1 2 3", "4242 (y) SS 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", "4242 (y) S 1 2"} {
@@ -27,5 +27,20 @@ func TestReadStatOfThisProcess(t *testing.T) {
 	}
 	if _, err := ReadStat(1 << 30); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadStat of no process = %v; want ErrNotExist", err)
+	}
+}
+
+func TestThreadStatsOfThisProcess(t *testing.T) {
+	threads := ThreadStats(os.Getpid())
+	if len(threads) == 0 {
+		t.Fatal("ThreadStats(self) is empty")
+	}
+	for _, th := range threads {
+		if th.Gone() || th.Stopped() {
+			t.Errorf("a thread of this running test is %c", th.State)
+		}
+	}
+	if ThreadStats(1<<30) != nil {
+		t.Error("ThreadStats of no process is not nil")
 	}
 }

@@ -52,8 +52,11 @@ func ParseStat(data []byte) (Stat, error) {
 			return Stat{}, ErrMalformed
 		}
 	}
-	for k, p := range map[int]*uint64{11: &s.UTime, 12: &s.STime, 19: &s.Start} {
-		if *p, err = strconv.ParseUint(string(f[k]), 10, 64); err != nil {
+	for _, u := range [...]struct {
+		field int
+		p     *uint64
+	}{{11, &s.UTime}, {12, &s.STime}, {19, &s.Start}} {
+		if *u.p, err = strconv.ParseUint(string(f[u.field]), 10, 64); err != nil {
 			return Stat{}, ErrMalformed
 		}
 	}

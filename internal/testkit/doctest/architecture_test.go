@@ -29,13 +29,13 @@ func architectureRows(doc string) []string {
 // under a testdata directory (fixtures, not packages of the module) and
 // under bench/ (programs mapped by bench/'s row), with the top-level
 // directories that hold none (goFree, mapped by the rows below them:
-// cmd/, internal/); the top-level directories .gitignore names
-// (/logs/, /dist/: what runs leave) are not the tree's.
+// cmd/, internal/); the directories .gitignore names from the root
+// (/logs/, /dist/, /.ci/tools/: what runs leave) are not the tree's.
 func packageDirs(root string) (dirs []string, goFree map[string]bool, err error) {
 	ignored := map[string]bool{}
 	if b, err := os.ReadFile(filepath.Join(root, ".gitignore")); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); strings.HasPrefix(l, "/") && strings.HasSuffix(l, "/") && strings.Count(l, "/") == 2 {
+			if l = strings.TrimSpace(l); strings.HasPrefix(l, "/") && strings.HasSuffix(l, "/") && len(l) > 2 {
 				ignored[strings.Trim(l, "/")] = true
 			}
 		}

@@ -42,8 +42,10 @@ type Backend struct {
 	onGit    func(args []string)
 }
 
-// Option configures a [Backend].
-type Option func(*config)
+// Option configures a [Backend]: the options' one shape in this module,
+// as [lease.Option] is (an option that refuses its input makes
+// [NewBackend] fail with its error).
+type Option func(*config) error
 
 type config struct {
 	stateDir    string
@@ -56,7 +58,10 @@ type config struct {
 // memory, for this process alone. Without it they are kept in
 // [DefaultStateDir] with the real clock and in memory with any other.
 func WithStateDir(dir string) Option {
-	return func(c *config) { c.stateDir, c.stateDirSet = dir, true }
+	return func(c *config) error {
+		c.stateDir, c.stateDirSet = dir, true
+		return nil
+	}
 }
 
 // NewBackend parses url and makes a backend with a private scratch
@@ -68,7 +73,9 @@ func NewBackend(url string, clock lease.Clock, opts ...Option) (*Backend, error)
 	}
 	var cfg config
 	for _, o := range opts {
-		o(&cfg)
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	if clock == nil {
 		clock = lease.WallClock{}

@@ -35,30 +35,30 @@ func (l Location) String() string {
 func ParseURL(raw string) (Location, error) {
 	rest, ok := strings.CutPrefix(raw, "git+")
 	if !ok {
-		return Location{}, fmt.Errorf("%w: gitstore: store URL must start with git+", lease.ErrInvalid)
+		return Location{}, badURL("want git+<remote>[#namespace]")
 	}
 	remote, ns, hasNS := strings.Cut(rest, "#")
 	if !hasNS {
 		ns = DefaultNamespace
 	}
 	if !nsPattern.MatchString(ns) {
-		return Location{}, fmt.Errorf("%w: gitstore: namespace %q must match %s", lease.ErrInvalid, ns, nsPattern)
+		return Location{}, badURL("namespace %q must match %s", ns, nsPattern)
 	}
 	if remote == "" || strings.HasPrefix(remote, "-") || strings.ContainsAny(remote, "\x00\n\r") {
-		return Location{}, fmt.Errorf("%w: gitstore: bad remote in store URL", lease.ErrInvalid)
+		return Location{}, badURL("bad remote")
 	}
-	refuse := fmt.Errorf("%w: gitstore: the store URL carries credentials; remove them and configure a git credential helper (git config credential.helper) or an ssh key instead", lease.ErrInvalid)
+	refuse := badURL("it carries credentials; remove them and configure a git credential helper (git config credential.helper) or an ssh key instead")
 	loc := Location{Remote: remote, Namespace: ns}
 	if strings.Contains(remote, "://") {
 		u, err := url.Parse(remote)
 		if err != nil {
 			// Unparsed, it could not be checked for credentials.
-			return Location{}, fmt.Errorf("%w: gitstore: the remote of the store URL is not a valid URL", lease.ErrInvalid)
+			return Location{}, badURL("the remote is not a valid URL")
 		}
 		switch u.Scheme {
 		case "file", "git", "ssh", "http", "https", "git+ssh", "ssh+git":
 		default:
-			return Location{}, fmt.Errorf("%w: gitstore: unsupported remote scheme %q", lease.ErrInvalid, u.Scheme)
+			return Location{}, badURL("unsupported remote scheme %q", u.Scheme)
 		}
 		if u.User != nil {
 			if _, hasPw := u.User.Password(); hasPw || u.Scheme == "http" || u.Scheme == "https" {
@@ -79,9 +79,9 @@ func ParseURL(raw string) (Location, error) {
 		colon := strings.Index(remote, ":")
 		switch {
 		case strings.Contains(remote, "::"):
-			return Location{}, fmt.Errorf("%w: gitstore: %q names a git remote helper (<transport>::<address>); a store takes file, git, ssh, http(s) or scp-like remotes only", lease.ErrInvalid, remote)
+			return Location{}, badURL("%q names a git remote helper (<transport>::<address>); a store takes file, git, ssh, http(s) or scp-like remotes only", remote)
 		case colon < 0 || strings.Contains(remote[:colon], "/"):
-			return Location{}, fmt.Errorf("%w: gitstore: %q is a local path; write it as git+file://<absolute path> (the file protocol is allowed only for git+file stores)", lease.ErrInvalid, remote)
+			return Location{}, badURL("%q is a local path; write it as git+file://<absolute path> (the file protocol is allowed only for git+file stores)", remote)
 		}
 		if i := strings.Index(remote, "@"); i >= 0 && strings.Contains(remote[:i], ":") {
 			// scp-like user:password@host:path
@@ -89,4 +89,12 @@ func ParseURL(raw string) (Location, error) {
 		}
 	}
 	return loc, nil
+}
+
+// badURL is ParseURL's refusal: [lease.ErrInvalid] with one prefix, the
+// sentinel's ("lease: invalid argument: store URL: …"), as etcdstore's
+// store URL errors read; the URL itself is not repeated, since a refused
+// one may carry a secret.
+func badURL(format string, args ...any) error {
+	return fmt.Errorf("%w: store URL: "+format, append([]any{lease.ErrInvalid}, args...)...)
 }

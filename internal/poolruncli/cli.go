@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -238,7 +237,9 @@ func heldByAncestor(err error, gate *gates.Gate) *runner.Result {
 const codeHeldByAncestor = "held_by_ancestor"
 
 func usage(w io.Writer, err error) int {
-	msg := strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": ")
+	// "(usage)" says what the sentinels' text would: one prefix,
+	// pool-run's.
+	msg := outcome.Unprefixed(err.Error(), runner.ErrInvalid.Error()+": ", lease.ErrInvalid.Error()+": ", pool.ErrInvalid.Error()+": ")
 	fmt.Fprintf(w, "pool-run: %s (usage)\nRun 'pool-run --help' for usage.\n", msg)
 	return outcome.ExitUsage
 }

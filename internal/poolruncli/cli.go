@@ -28,6 +28,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/jsonout"
 	"github.com/durable-lease/durable-lease/internal/outcome"
 	"github.com/durable-lease/durable-lease/internal/progress"
+	"github.com/durable-lease/durable-lease/internal/storefile"
 	"github.com/durable-lease/durable-lease/internal/storeopen"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
@@ -271,24 +272,7 @@ func checkSummaryPath(path string) error {
 	case st.Mode().IsRegular():
 		return nil
 	}
-	return cliparse.Usagef("--summary-json %s is %s, not a regular file; the summary would replace it", path, fileKind(st.Mode()))
-}
-
-// fileKind names what a mode is, for a message.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
+	return cliparse.Usagef("--summary-json %s is %s, not a regular file; the summary would replace it", path, storefile.DescribeMode(st.Mode()))
 }
 
 // explain prints how a run with o would hold its work, as JSON, with the

@@ -1,11 +1,12 @@
 package gates
 
 import (
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 )
 
 // Load reads the gate file at path and parses it with [Parse].
@@ -37,7 +38,7 @@ func readGateFile(path string) ([]byte, error) {
 		return nil, ioError(path, "cannot stat gate file", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, errorAt(path, 0, 0, "gate file is %s, not a regular file", describeMode(info.Mode()))
+		return nil, errorAt(path, 0, 0, "gate file is %s, not a regular file", storefile.DescribeMode(info.Mode()))
 	}
 	if info.Size() > maxFileSize {
 		return nil, tooLarge(path)
@@ -67,21 +68,4 @@ func ioError(path, what string, err error) *Error {
 	e := errorAt(path, 0, 0, "%s: %v", what, reason)
 	e.cause = err
 	return e
-}
-
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	default:
-		return fmt.Sprintf("of mode %v", m)
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
+	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -81,7 +81,7 @@ func TestPoolRunCutOff(t *testing.T) {
 			t.Fatalf("the work did not start: %s", prErr.String())
 		}
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	t.Cleanup(func() { _ = procgroup.New(pgid).Signal(syscall.SIGKILL) })
 	time.Sleep(time.Second) // a few renewals
 	cutAt := time.Now()
 	p.Cut()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
@@ -68,7 +69,7 @@ func Daemon(t *testing.T, base string) (prefix string, stop func()) {
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = procgroup.New(cmd.Process.Pid).Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
 		})
 	}

@@ -40,8 +40,10 @@ const ExitLost = 75
 // M is what Main runs: a *testing.M.
 type M interface{ Run() int }
 
-// Option changes how [Main] takes its slot.
-type Option func(*options)
+// Option changes how [Main] takes its slot. It has [lease.Option]'s
+// shape: an option that refuses its input makes Main fail before it
+// takes anything.
+type Option func(*options) error
 
 type options struct {
 	owner  string
@@ -51,11 +53,29 @@ type options struct {
 
 // WithOwner makes owner the slot's holder, as pool status shows it. The
 // default is "gotest@" and the name of the package's directory.
-func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+// It must not be empty (the store checks it against its owner pattern).
+func WithOwner(owner string) Option {
+	return func(o *options) error {
+		if owner == "" {
+			return errors.New("testslot: WithOwner: an empty owner")
+		}
+		o.owner = owner
+		return nil
+	}
+}
 
 // WithWait bounds the wait for a free slot; past it Main fails without
-// running the tests. The default waits as long as it takes.
-func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
+// running the tests. It must be positive; the default waits as long as it
+// takes.
+func WithWait(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("testslot: WithWait(%s): want a positive bound", d)
+		}
+		o.wait = d
+		return nil
+	}
+}
 
 // Main takes a slot of the pool file poolFile (relative to the package's
 // directory, where go test runs its tests), waiting in the pool's queue,
@@ -65,8 +85,8 @@ func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
 // status. The slot's lease is heartbeated meanwhile; if it is lost
 // anyway, the process exits at once with [ExitLost]. SIGINT and SIGTERM
 // give the slot back and exit with 128 + the signal's number. Failing to
-// take a slot, it says why on stderr and returns 1 (3 for a pool file or
-// store it cannot use) without running the tests.
+// take a slot, it says why on stderr and returns 1 (3 for a pool file,
+// store or option it cannot use) without running the tests.
 //
 // The store is the one pool-run uses for the pool file: LEASE_STORE, else
 // the file's "store", else the user's store of the host; a directory
@@ -74,7 +94,10 @@ func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
 func Main(m M, poolFile string, opts ...Option) int {
 	o := options{stderr: os.Stderr, owner: defaultOwner()}
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt(&o); err != nil {
+			fmt.Fprintln(o.stderr, err)
+			return 3
+		}
 	}
 	// SIGINT or SIGTERM (a Ctrl-C, go test's own end) ends the wait, or
 	// gives the slot back and exits with the signal's status.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
+	"github.com/durable-lease/durable-lease/pool/testslot"
 )
 
 func TestMain(m *testing.M) { testrun.Main(m) }
@@ -48,3 +49,23 @@ func TestTwoPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsRefuseBeforeTaking: an option that refuses its input makes
+// Main return 3 before it reads the pool file or runs a test.
+func TestOptionsRefuseBeforeTaking(t *testing.T) {
+	for name, opt := range map[string]testslot.Option{
+		"empty owner": testslot.WithOwner(""),
+		"no wait":     testslot.WithWait(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ran := false
+			if got := testslot.Main(runFunc(func() int { ran = true; return 0 }), "no-such-pool.json", opt); got != 3 || ran {
+				t.Fatalf("Main = %d (tests ran: %v), want 3 and no test run", got, ran)
+			}
+		})
+	}
+}
+
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }

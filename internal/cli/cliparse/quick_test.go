@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse/cliparsetest"
 	_ "github.com/durable-lease/durable-lease/internal/cli/cliparse/kongparse"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
@@ -69,7 +70,7 @@ var testVars = map[string]string{"x": "y"}
 
 func check(t *testing.T, newGrammar func() any, args []string) bool {
 	t.Helper()
-	accepted, err := cliparse.CompareWithKong(newGrammar, testVars, args)
+	accepted, err := cliparsetest.CompareWithKong(newGrammar, testVars, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestQuickReadsWhatKongReads(t *testing.T) {
 
 func TestQuickNearMisses(t *testing.T) {
 	for _, g := range []func() any{func() any { return new(testRoot) }, func() any { return new(testRun) }} {
-		samples := cliparse.Samples(g())
+		samples := cliparsetest.Samples(g())
 		if len(samples) == 0 {
 			t.Fatalf("no samples for %T", g())
 		}
@@ -178,7 +179,7 @@ func TestQuickNearMisses(t *testing.T) {
 			if !check(t, g, s) {
 				t.Errorf("sample %q declined", s)
 			}
-			for _, v := range cliparse.VariantsToCompare(s, testrun.Race) {
+			for _, v := range cliparsetest.VariantsToCompare(s, testrun.Race) {
 				check(t, g, v)
 			}
 		}
@@ -186,7 +187,7 @@ func TestQuickNearMisses(t *testing.T) {
 }
 
 func FuzzQuick(f *testing.F) {
-	for _, s := range cliparse.Samples(new(testRoot)) {
+	for _, s := range cliparsetest.Samples(new(testRoot)) {
 		f.Add(strings.Join(s, "\n"))
 	}
 	f.Add("--kind\nk\n--\ntrue")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
@@ -67,10 +66,7 @@ func fail(stdout, stderr io.Writer, pretty, reveal bool, err error, args []strin
 	}
 	_ = outcome.Write(stdout, out, pretty)
 	if exit == outcome.ExitUsage {
-		msg := outcome.Describe(err)
-		if !strings.HasPrefix(msg, "lease: ") {
-			msg = "lease: " + msg
-		}
+		msg := "lease: " + outcome.Unprefixed(outcome.Describe(err), "lease: ")
 		if out.Code == "usage" {
 			msg += "\n" + cliparse.HelpHint(new(cli), "lease", args)
 		}

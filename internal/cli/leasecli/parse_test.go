@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse/cliparsetest"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	// The lease executable links no kong; its tests compare the quick
 	// parser's reading with kong's.
@@ -43,25 +44,25 @@ func TestEveryCommandIsAVerb(t *testing.T) {
 }
 
 // Every command line quick accepts, kong reads the same way, and quick
-// refuses or answers with help where kong does (see CompareWithKong):
+// refuses or answers with help where kong does (see cliparsetest.CompareWithKong):
 // every flag of every verb, and many near misses of each. The lease
 // executable has no other parser: quick must read its whole grammar, so
 // that it never fails with anything but a usage error.
 func TestQuickParseIsKongParse(t *testing.T) {
-	samples := cliparse.Samples(new(cli))
+	samples := cliparsetest.Samples(new(cli))
 	if len(samples) != 2*8 {
 		t.Fatalf("quick reads %d of the 8 verbs: %q", len(samples)/2, samples)
 	}
 	for _, args := range append(samples, hotLines...) {
-		accepted, err := cliparse.CompareWithKong(newGrammar, helpVars(), args)
+		accepted, err := cliparsetest.CompareWithKong(newGrammar, helpVars(), args)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !accepted {
 			t.Errorf("%q is not read the quick way", args)
 		}
-		for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
-			if _, err := cliparse.CompareWithKong(newGrammar, helpVars(), v); err != nil {
+		for _, v := range cliparsetest.VariantsToCompare(args, testrun.Race) {
+			if _, err := cliparsetest.CompareWithKong(newGrammar, helpVars(), v); err != nil {
 				t.Fatal(err)
 			}
 			var c cli
@@ -73,11 +74,11 @@ func TestQuickParseIsKongParse(t *testing.T) {
 }
 
 func FuzzQuickParse(f *testing.F) {
-	for _, args := range append(cliparse.Samples(new(cli)), hotLines...) {
+	for _, args := range append(cliparsetest.Samples(new(cli)), hotLines...) {
 		f.Add(strings.Join(args, "\n"))
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		if _, err := cliparse.CompareWithKong(newGrammar, helpVars(), strings.Split(input, "\n")); err != nil {
+		if _, err := cliparsetest.CompareWithKong(newGrammar, helpVars(), strings.Split(input, "\n")); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
@@ -179,4 +180,17 @@ func Describe(err error) string {
 		return "interrupted by a signal before it finished"
 	}
 	return err.Error()
+}
+
+// Unprefixed is msg without the first of prefixes it starts with, for a
+// CLI that puts its own name before a message on stderr: "pool: " and
+// "lease: held" make "pool: held", not "pool: lease: held". Each message
+// a CLI prints carries one prefix.
+func Unprefixed(msg string, prefixes ...string) string {
+	for _, p := range prefixes {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			return rest
+		}
+	}
+	return msg
 }

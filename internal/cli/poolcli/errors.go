@@ -106,7 +106,7 @@ func fail(stdout, stderr io.Writer, pretty, shell bool, err error, args []string
 	} else {
 		_ = outcome.Write(stdout, out, pretty)
 	}
-	msg := "pool: " + strings.TrimPrefix(outcome.Describe(err), "pool: ")
+	msg := "pool: " + outcome.Unprefixed(outcome.Describe(err), "pool: ", "lease: ")
 	if exit == outcome.ExitUsage && out.Code == "usage" && !errors.Is(err, pool.ErrConfig) {
 		msg += "\n" + cliparse.HelpHint(new(cli), "pool", args)
 	}

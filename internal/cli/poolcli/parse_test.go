@@ -7,7 +7,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse/cliparsetest"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
@@ -42,7 +42,7 @@ func TestEveryCommandIsAVerb(t *testing.T) {
 // Every command line quick accepts, kong reads the same way: every flag
 // of every verb, and many near misses of each.
 func TestQuickParseIsKongParse(t *testing.T) {
-	samples := cliparse.Samples(new(cli))
+	samples := cliparsetest.Samples(new(cli))
 	var verbs []string
 	for _, s := range samples[:len(samples)/2] {
 		for _, w := range s {
@@ -60,15 +60,15 @@ func TestQuickParseIsKongParse(t *testing.T) {
 	for _, args := range append(samples, hotLines...) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
-			accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args)
+			accepted, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, args)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !accepted {
 				t.Errorf("%q is not read the quick way", args)
 			}
-			for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
-				if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
+			for _, v := range cliparsetest.VariantsToCompare(args, testrun.Race) {
+				if _, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -77,11 +77,11 @@ func TestQuickParseIsKongParse(t *testing.T) {
 }
 
 func FuzzQuickParse(f *testing.F) {
-	for _, args := range append(cliparse.Samples(new(cli)), hotLines...) {
+	for _, args := range append(cliparsetest.Samples(new(cli)), hotLines...) {
 		f.Add(strings.Join(args, "\n"))
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, strings.Split(input, "\n")); err != nil {
+		if _, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, strings.Split(input, "\n")); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/cli/outcome"
 	"github.com/durable-lease/durable-lease/internal/cli/progress"
 	"github.com/durable-lease/durable-lease/internal/cli/storeopen"
+	"github.com/durable-lease/durable-lease/internal/sys/storefile"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 	"github.com/durable-lease/durable-lease/runner"
@@ -238,7 +238,9 @@ func heldByAncestor(err error, gate *gates.Gate) *runner.Result {
 const codeHeldByAncestor = "held_by_ancestor"
 
 func usage(w io.Writer, err error) int {
-	msg := strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": ")
+	// "(usage)" says what the sentinels' text would: one prefix,
+	// pool-run's.
+	msg := outcome.Unprefixed(err.Error(), runner.ErrInvalid.Error()+": ", lease.ErrInvalid.Error()+": ", pool.ErrInvalid.Error()+": ")
 	fmt.Fprintf(w, "pool-run: %s (usage)\nRun 'pool-run --help' for usage.\n", msg)
 	return outcome.ExitUsage
 }
@@ -270,24 +272,7 @@ func checkSummaryPath(path string) error {
 	case st.Mode().IsRegular():
 		return nil
 	}
-	return cliparse.Usagef("--summary-json %s is %s, not a regular file; the summary would replace it", path, fileKind(st.Mode()))
-}
-
-// fileKind names what a mode is, for a message.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
+	return cliparse.Usagef("--summary-json %s is %s, not a regular file; the summary would replace it", path, storefile.DescribeMode(st.Mode()))
 }
 
 // explain prints how a run with o would hold its work, as JSON, with the

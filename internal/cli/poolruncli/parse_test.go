@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse/cliparsetest"
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 	"github.com/durable-lease/durable-lease/lease"
 )
@@ -30,20 +31,20 @@ func newGrammar() any { return new(cli) }
 // and many near misses.
 func TestQuickParseIsKongParse(t *testing.T) {
 	t.Parallel()
-	samples := cliparse.Samples(new(cli))
+	samples := cliparsetest.Samples(new(cli))
 	if len(samples) != 2 {
 		t.Fatalf("quick does not read pool-run's grammar: %q", samples)
 	}
 	for _, args := range append(samples, hotLines...) {
-		accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args)
+		accepted, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, args)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !accepted {
 			t.Errorf("%q is not read the quick way", args)
 		}
-		for _, v := range cliparse.VariantsToCompare(args, testrun.Race) {
-			if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
+		for _, v := range cliparsetest.VariantsToCompare(args, testrun.Race) {
+			if _, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, v); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -51,11 +52,11 @@ func TestQuickParseIsKongParse(t *testing.T) {
 }
 
 func FuzzQuickParse(f *testing.F) {
-	for _, args := range append(cliparse.Samples(new(cli)), hotLines...) {
+	for _, args := range append(cliparsetest.Samples(new(cli)), hotLines...) {
 		f.Add(strings.Join(args, "\n"))
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		if _, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, strings.Split(input, "\n")); err != nil {
+		if _, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, strings.Split(input, "\n")); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -82,7 +83,7 @@ func TestFlagsEndAtTheCommand(t *testing.T) {
 		if exited || err != nil || strings.Join(c.Command, " ") != tc.command || c.Kind == nil || *c.Kind != "k" {
 			t.Errorf("%s: exited %v, err %v, stdout %q: command %q, want %q", tc.args, exited, err, stdout.String(), c.Command, tc.command)
 		}
-		if accepted, err := cliparse.CompareWithKong(newGrammar, kong.Vars{}, args); err != nil || !accepted {
+		if accepted, err := cliparsetest.CompareWithKong(newGrammar, kong.Vars{}, args); err != nil || !accepted {
 			t.Errorf("%s: quick accepted %v, %v", tc.args, accepted, err)
 		}
 	}

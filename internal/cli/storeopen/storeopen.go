@@ -135,9 +135,21 @@ func HandOff(where, cli string, args []string) error {
 }
 
 func unknownScheme(where, scheme string) error {
-	return fmt.Errorf("%w: store %q: there is no %s:// store (a store is a directory, %s)",
-		ErrUnknownScheme, Redact(where), scheme, schemeList())
+	return &schemeError{ErrUnknownScheme, fmt.Sprintf("store %q: there is no %s:// store (a store is a directory, %s)",
+		Redact(where), scheme, schemeList())}
 }
+
+// schemeError is [ErrUnknownScheme] or [ErrNotServed] with its message
+// alone: wrapped in lease.ErrInvalid for a usage error, it reads
+// "lease: invalid argument: store …", one prefix, not the sentinel's
+// text after the other's.
+type schemeError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *schemeError) Error() string { return e.msg }
+func (e *schemeError) Unwrap() error { return e.sentinel }
 
 // notServed says where the helper was looked for: path, the one place
 // ("" when even that is unknown).
@@ -146,8 +158,8 @@ func notServed(where, scheme, path string) error {
 	if path != "" {
 		at = "at " + path
 	}
-	return fmt.Errorf("%w: store %q: %s stores are served by %s, which is not installed %s (install it with the others: CGO_ENABLED=0 go install ./cmd/... in a clone)",
-		ErrNotServed, Redact(where), strings.TrimSuffix(schemeForm(scheme), "…"), HelperName(scheme), at)
+	return &schemeError{ErrNotServed, fmt.Sprintf("store %q: %s stores are served by %s, which is not installed %s (install it with the others: CGO_ENABLED=0 go install ./cmd/... in a clone)",
+		Redact(where), strings.TrimSuffix(schemeForm(scheme), "…"), HelperName(scheme), at)}
 }
 
 // schemeForm is how a URL of scheme is written, for messages.

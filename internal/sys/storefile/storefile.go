@@ -108,18 +108,26 @@ func openWith(path string, flags int, perm Perm) (int, error) {
 	}
 }
 
+// kindOf is DescribeMode of a raw st_mode.
 func kindOf(mode uint32) string {
+	var m fs.FileMode
 	switch mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		return "a directory"
+		m = fs.ModeDir
 	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device"
+		m = fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		m = fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		m = fs.ModeDevice
 	case unix.S_IFSOCK:
-		return "a socket"
+		m = fs.ModeSocket
+	case unix.S_IFLNK:
+		m = fs.ModeSymlink
+	default:
+		m = fs.ModeIrregular
 	}
-	return "not a regular file"
+	return DescribeMode(m | fs.FileMode(mode&0o777))
 }
 
 // Read returns the content of the regular file at path, at most max bytes;

@@ -2,6 +2,7 @@ package storefile
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,5 +67,27 @@ func TestHardLinkRefused(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(secret); string(data) != "x" {
 		t.Errorf("the linked file was written: %q", data)
+	}
+}
+
+// TestDescribeMode: every kind of file that is not a regular one is
+// named, and a store file's raw mode reads as its fs.FileMode does.
+func TestDescribeMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode fs.FileMode
+		want string
+	}{
+		{fs.ModeDir | 0o755, "a directory"},
+		{fs.ModeSymlink | 0o777, "a symbolic link"},
+		{fs.ModeNamedPipe | 0o600, "a named pipe (FIFO)"},
+		{fs.ModeSocket | 0o600, "a socket"},
+		{fs.ModeDevice | fs.ModeCharDevice | 0o666, "a character device"},
+		{fs.ModeDevice | 0o660, "a block device"},
+		{0o644, "a regular file"},
+		{fs.ModeIrregular | 0o600, "a file of mode ?rw-------"},
+	} {
+		if got := DescribeMode(tc.mode); got != tc.want {
+			t.Errorf("DescribeMode(%v) = %q, want %q", tc.mode, got, tc.want)
+		}
 	}
 }

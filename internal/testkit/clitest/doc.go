@@ -2,9 +2,10 @@
 // them: as separate processes driven by testscript scripts.
 //
 // The scripts live in testdata/script at the repository root, one file per
-// verb or concern, named after the CLI they exercise (lease_*.txtar, and
-// later pool_*.txtar, pool-run_*.txtar). TestMain registers every CLI in
-// one map (Commands in harness.go), so a script runs it with
+// verb or concern, named after the CLI they exercise (lease_*.txtar,
+// pool_*.txtar, poolrun_*.txtar) or the concern (store_*.txtar,
+// cli_*.txtar). TestMain registers every CLI in one map (Commands in
+// harness.go), so a script runs it with
 // `exec lease ...` exactly as a shell would, with its own environment,
 // working directory, stdout, stderr and exit status.
 //

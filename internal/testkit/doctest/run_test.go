@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 )
 
 // docTimeout bounds one document's blocks: the slowest waits a few
@@ -290,11 +292,11 @@ func (s *session) runDoc(t *testing.T, name, doc string, etcd func() string) err
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, log, log
 	cmd.ExtraFiles = []*os.File{marks}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return procgroup.New(cmd.Process.Pid).Signal(syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
 	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what the blocks left in their group
+		_ = procgroup.New(cmd.Process.Pid).Signal(syscall.SIGKILL) // what the blocks left in their group
 	}
 
 	gotMarks, _ := os.ReadFile(marksFile)

@@ -241,10 +241,10 @@ func (fx *fixture) startPoolRun(name, kind string, col column, what ...string) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
-		// kill(-pgid, 0), not procgroup.Alive, which reads every
-		// process's stat: the group counts as alive a moment longer
-		// (while a zombie of it waits for its reaper), never shorter.
-		for ctx.Err() == nil && syscall.Kill(-pgid, 0) == nil {
+		// Signal(0), not procgroup.Alive, which reads every process's
+		// stat: the group counts as alive a moment longer (while a
+		// zombie of it waits for its reaper), never shorter.
+		for ctx.Err() == nil && procgroup.New(pgid).Signal(0) == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
 		p.gone <- time.Now()
@@ -342,6 +342,6 @@ func workGone(pgid int) bool {
 // stopGroup kills what is left of a work at the test's end.
 func stopGroup(t *testing.T, pgid int) {
 	if pgid > 0 {
-		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		t.Cleanup(func() { _ = procgroup.New(pgid).Signal(syscall.SIGKILL) })
 	}
 }

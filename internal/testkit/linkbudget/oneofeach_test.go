@@ -31,6 +31,12 @@ var onlyOnes = []oneOfEach{
 		re:   regexp.MustCompile(`"0123456789abcdef"|\\u00%0?[24]x`),
 		home: "internal/sys/jsonfast/",
 	},
+	{
+		what:  "a signal to a whole process group, kill(-pgid) (use internal/sys/procgroup)",
+		re:    regexp.MustCompile(`Kill\(-`),
+		home:  "internal/sys/procgroup/",
+		tests: true,
+	},
 }
 
 // moduleRoot is the directory of go.mod above the test's directory.

@@ -15,32 +15,61 @@ type M interface{ Run() int }
 // Main runs m's tests and exits with their status: os.Exit(Run(m, opts...)).
 func Main(m *testing.M, opts ...Option) { os.Exit(Run(m, opts...)) }
 
-// Option changes how [Run] runs a package's tests.
-type Option func()
+// Option changes how [Run] runs a package's tests. It has the module's
+// one option shape, [lease.Option]'s: a function over an unexported
+// options struct that refuses input it cannot use.
+//
+// [lease.Option]: https://pkg.go.dev/github.com/durable-lease/durable-lease/lease#Option
+type Option func(*options) error
+
+type options struct {
+	parallel int // the default of -test.parallel; 0 leaves go test's
+}
 
 // Parallel makes n the default of -test.parallel (how many parallel tests
 // run at once; go test's default is GOMAXPROCS) for a package whose tests
 // spend their time waiting (on child processes, timers, a lease's expiry)
 // rather than computing: there a 2-core machine can carry more of them at
-// once than it has cores. A -parallel on the command line still wins.
+// once than it has cores. A -parallel on the command line still wins. n
+// must be at least 1.
 func Parallel(n int) Option {
-	return func() {
-		if !flag.Parsed() {
-			flag.Parse()
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("testrun: Parallel(%d): want at least 1", n)
 		}
-		set := false
-		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-		if !set {
-			flag.Set("test.parallel", strconv.Itoa(n))
-		}
+		o.parallel = n
+		return nil
+	}
+}
+
+// apply sets what o asks of the flags, before the tests parse them again.
+func (o options) apply() {
+	if o.parallel == 0 {
+		return
+	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(o.parallel))
 	}
 }
 
 // Run runs m's tests and returns their exit status. Before, it puts
 // [RaceEnv] into this process's environment, so every child process a
 // test starts inherits it, makes the binary's scratch cgroup (see
-// scratchCgroup) and applies opts.
+// scratchCgroup) and applies opts. An option that refuses its input
+// runs no test: Run says why on stderr and returns 2.
 func Run(m M, opts ...Option) int {
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	k, v, _ := strings.Cut(RaceEnv(), "=")
 	os.Setenv(k, v)
 	if os.Getenv(hostRegistryEnv) == "" {
@@ -52,9 +81,7 @@ func Run(m M, opts ...Option) int {
 			defer os.RemoveAll(d)
 		}
 	}
-	for _, o := range opts {
-		o()
-	}
+	o.apply()
 	defer scratchCgroup()()
 	code := m.Run()
 	removeOwnCommands()

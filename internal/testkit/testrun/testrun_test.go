@@ -43,6 +43,19 @@ func TestParallel(t *testing.T) {
 	}
 }
 
+// TestParallelRefusesNoTests: an option refuses what it cannot use, and
+// Run then runs no test and returns 2.
+func TestParallelRefusesNoTests(t *testing.T) {
+	ran := false
+	if got := Run(runFunc(func() int { ran = true; return 0 }), Parallel(0)); got != 2 || ran {
+		t.Fatalf("Run with Parallel(0) = %d (tests ran: %v), want 2 and no test run", got, ran)
+	}
+}
+
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }
+
 // TestChildParallel is the child's run of TestParallel.
 func TestChildParallel(t *testing.T) {
 	if os.Getenv("TESTRUN_CHILD") != "parallel" {

@@ -34,8 +34,9 @@ import (
 // TestScripts.
 const backendEnv = "DL_TEST_BACKEND"
 
-// scripts are those that run on etcd (the hooks' scripts need git and
-// the hook managers, and test nothing of the store).
+// scripts are those that run on etcd (store_* are about directory
+// stores and store URLs, cli_* about --version and --help: nothing of
+// an etcd store).
 var scripts = []string{"lease_*.txtar", "pool_*.txtar", "poolrun_*.txtar"}
 
 // installed are the executables the scripts run; pool top's

@@ -1,4 +1,8 @@
-package cliparse
+// Package cliparsetest checks, for each CLI's tests of its own grammar,
+// that cliparse's quick parser reads a command line as kong does: the
+// comparison, the sample command lines of a grammar and their variants.
+// It is for tests only (no executable imports it).
+package cliparsetest
 
 import (
 	"errors"
@@ -7,6 +11,9 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"time"
+
+	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
 )
 
 // CompareWithKong is for each CLI's tests of its own grammar: it parses
@@ -24,12 +31,13 @@ import (
 // kongparse.
 func CompareWithKong(newGrammar func() any, vars map[string]string, args []string) (accepted bool, err error) {
 	quickGrammar := newGrammar()
-	cmd, help, qerr := scan(quickGrammar, args)
-	if errors.Is(qerr, errUnreadable) {
+	cmd, help, qerr := cliparse.Scan(quickGrammar, args)
+	if errors.Is(qerr, cliparse.ErrUnreadable) {
 		return false, nil
 	}
 	accepted = qerr == nil && !help
 	kongGrammar := newGrammar()
+	full := cliparse.Full()
 	if full == nil {
 		return accepted, fmt.Errorf("no full parser registered: import package kongparse")
 	}
@@ -42,9 +50,8 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 		}
 		return false, nil
 	case qerr != nil:
-		var stricter *stricterError
 		switch {
-		case errors.As(qerr, &stricter):
+		case cliparse.IsStricter(qerr):
 			// kong reads on, to whatever end.
 		case exited:
 			return false, fmt.Errorf("%q: quick refused it (%v), kong printed help", args, qerr)
@@ -64,11 +71,10 @@ func CompareWithKong(newGrammar func() any, vars map[string]string, args []strin
 		return true, fmt.Errorf("%q: quick selected verb %q, kong %q", args, cmd.Name, want.Name)
 	}
 	// quick leaves the verbs that were not selected zero.
-	var root node
-	root.read(reflect.TypeOf(kongGrammar).Elem(), nil)
-	for _, v := range root.verbs {
-		if v.name != want.Name {
-			f := reflect.ValueOf(kongGrammar).Elem().FieldByIndex(v.index)
+	root, _ := cliparse.ShapeOf(reflect.TypeOf(kongGrammar).Elem())
+	for _, v := range root.Verbs {
+		if v.Name != want.Name {
+			f := reflect.ValueOf(kongGrammar).Elem().FieldByIndex(v.Index)
 			f.Set(reflect.Zero(f.Type()))
 		}
 	}
@@ -148,30 +154,29 @@ func same(a, b reflect.Value) bool {
 // of its type, once as --name value and once as --name=value. With
 // CompareWithKong and Variants they check a grammar flag by flag.
 func Samples(grammar any) [][]string {
-	var root node
-	if !root.read(reflect.TypeOf(grammar).Elem(), nil) {
+	root, ok := cliparse.ShapeOf(reflect.TypeOf(grammar).Elem())
+	if !ok {
 		return nil
 	}
 	var out [][]string
 	for _, inline := range []bool{false, true} {
-		if len(root.verbs) == 0 {
-			line := sampleFlags(root.flags, inline)
-			if root.arg != nil {
+		if len(root.Verbs) == 0 {
+			line := sampleFlags(root.Flags, inline)
+			if root.Passthrough {
 				line = append(line, "--", "true", "--flag")
 			}
 			out = append(out, line)
 			continue
 		}
-		for _, v := range root.verbs {
-			var sub node
-			if !sub.read(v.typ, v.index) {
+		for _, v := range root.Verbs {
+			if !v.Readable {
 				continue
 			}
-			half := len(root.flags) / 2
-			line := sampleFlags(root.flags[:half], inline)
-			line = append(line, v.name)
-			line = append(line, sampleFlags(sub.flags, inline)...)
-			line = append(line, sampleFlags(root.flags[half:], inline)...)
+			half := len(root.Flags) / 2
+			line := sampleFlags(root.Flags[:half], inline)
+			line = append(line, v.Name)
+			line = append(line, sampleFlags(v.Flags, inline)...)
+			line = append(line, sampleFlags(root.Flags[half:], inline)...)
 			out = append(out, line)
 		}
 	}
@@ -179,17 +184,17 @@ func Samples(grammar any) [][]string {
 }
 
 // sampleFlags gives each flag a value of its type.
-func sampleFlags(flags []flag, inline bool) []string {
+func sampleFlags(flags []cliparse.FlagShape, inline bool) []string {
 	var out []string
 	for _, f := range flags {
-		t := f.typ
+		t := f.Type
 		if t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
 		var v string
 		switch {
 		case t == boolType:
-			out = append(out, "--"+f.name)
+			out = append(out, "--"+f.Name)
 			continue
 		case t == durationType:
 			v = "1m30s"
@@ -198,12 +203,12 @@ func sampleFlags(flags []flag, inline bool) []string {
 		case t.Kind() == reflect.Float64:
 			v = "0.5"
 		default:
-			v = "x-" + f.name
+			v = "x-" + f.Name
 		}
 		if inline {
-			out = append(out, "--"+f.name+"="+v)
+			out = append(out, "--"+f.Name+"="+v)
 		} else {
-			out = append(out, "--"+f.name, v)
+			out = append(out, "--"+f.Name, v)
 		}
 	}
 	return out
@@ -254,3 +259,8 @@ func VariantsToCompare(args []string, race bool) [][]string {
 	}
 	return some
 }
+
+var (
+	boolType     = reflect.TypeFor[bool]()
+	durationType = reflect.TypeFor[time.Duration]()
+)

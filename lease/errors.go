@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,16 @@ type wrappedError struct {
 
 func (e *wrappedError) Error() string { return e.msg }
 func (e *wrappedError) Unwrap() error { return e.err }
+
+// lostError is a loss and its cause: it matches ErrLost and the cause, and
+// says "lease: " once ("lease: lost: not held: …", not "lease: lost:
+// lease: not held: …").
+type lostError struct{ cause error }
+
+func (e *lostError) Error() string {
+	return ErrLost.Error() + ": " + strings.TrimPrefix(e.cause.Error(), "lease: ")
+}
+func (e *lostError) Unwrap() []error { return []error{ErrLost, e.cause} }
 
 // HeldError carries the live record that refused an acquisition. It matches
 // ErrHeld, and also ErrTimeout when it ends a wait.

@@ -106,7 +106,7 @@ func (s *Store) Keep(ctx context.Context, kind, owner, token string, o HoldOptio
 		var err error
 		if rec, err = s.Heartbeat(ctx, Ref{Kind: kind, Owner: owner, Token: token}); err != nil {
 			if definiteLoss(err) {
-				return nil, fmt.Errorf("%w: %w", ErrLost, err)
+				return nil, &lostError{err}
 			}
 			return nil, err
 		}
@@ -378,7 +378,7 @@ func (h *Hold) untilExpiry() time.Duration {
 
 func (h *Hold) lose(cause error) {
 	h.mu.Lock()
-	h.err, h.definite = fmt.Errorf("%w: %w", ErrLost, cause), definiteLoss(cause)
+	h.err, h.definite = &lostError{cause}, definiteLoss(cause)
 	h.mu.Unlock()
 	close(h.done)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,9 @@ func TestHoldReportsDefiniteLoss(t *testing.T) {
 			err := waitDone(t, h, 5*time.Second)
 			if !errors.Is(err, lease.ErrLost) || !errors.Is(err, tt.want) {
 				t.Fatalf("Err() = %v, want ErrLost and %v", err, tt.want)
+			}
+			if n := strings.Count(err.Error(), "lease: "); n != 1 {
+				t.Errorf("Err() = %q says \"lease: \" %d times, want once", err, n)
 			}
 			if rerr := h.Release(context.Background()); !errors.Is(rerr, lease.ErrLost) {
 				t.Errorf("Release after a loss = %v, want the loss", rerr)

@@ -21,7 +21,7 @@ func BenchmarkCheck(b *testing.B) {
 	benchStores = 0
 	c := etcdtest.Start(b)
 	ctx := context.Background()
-	be, err := Open(ctx, c.URL("bench"), Options{})
+	be, err := NewBackend(ctx, c.URL("bench"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

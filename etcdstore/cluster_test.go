@@ -105,7 +105,7 @@ func TestRenewalPastAHungMember(t *testing.T) {
 	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
 	ctx := context.Background()
 	url := "etcd://" + p.Endpoint() + "," + c.Members[1].Endpoint + "," + c.Members[2].Endpoint + "/" + testPrefix(t)
-	holder, err := etcdstore.Open(ctx, url, etcdstore.Options{})
+	holder, err := etcdstore.NewBackend(ctx, url, etcdstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

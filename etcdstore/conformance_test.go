@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 		Parallel:   true,
 		New: func(t *testing.T) *lease.Store {
 			url := c.URL(fmt.Sprintf("conformance/s%d", n.Add(1)))
-			b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})
+			b, err := etcdstore.NewBackend(context.Background(), url, etcdstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

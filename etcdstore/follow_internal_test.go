@@ -25,7 +25,7 @@ func TestFollowResumesPastACompaction(t *testing.T) {
 	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b, err := Open(ctx, "etcd://"+p.Endpoint()+"/fc", Options{RequestTimeout: time.Second})
+	b, err := NewBackend(ctx, "etcd://"+p.Endpoint()+"/fc", Options{RequestTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func testPrefix(t testing.TB) string {
 // open connects a backend to c under the test's prefix, closed at cleanup.
 func open(t testing.TB, c *etcdtest.Cluster, opts etcdstore.Options) *etcdstore.Backend {
 	t.Helper()
-	b, err := etcdstore.Open(context.Background(), c.URL(testPrefix(t)), opts)
+	b, err := etcdstore.NewBackend(context.Background(), c.URL(testPrefix(t)), opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

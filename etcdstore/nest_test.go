@@ -19,7 +19,7 @@ import (
 // openPrefix opens prefix on c, closed at cleanup, or returns the error.
 func openPrefix(t testing.TB, c *etcdtest.Cluster, prefix string) (*etcdstore.Backend, error) {
 	t.Helper()
-	b, err := etcdstore.Open(context.Background(), c.URL(prefix), etcdstore.Options{})
+	b, err := etcdstore.NewBackend(context.Background(), c.URL(prefix), etcdstore.Options{})
 	if err == nil {
 		t.Cleanup(func() { b.Close() })
 	}
@@ -237,24 +237,24 @@ func TestRootPrefixRefused(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
 	for _, url := range []string{c.URL(""), c.URL("/"), c.URL("//")} {
-		if _, err := etcdstore.Open(context.Background(), url, etcdstore.Options{}); !errors.Is(err, lease.ErrInvalid) {
+		if _, err := etcdstore.NewBackend(context.Background(), url, etcdstore.Options{}); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("Open(%q) = %v; want an error matching lease.ErrInvalid", url, err)
 		}
 	}
 	for _, p := range []string{"", "/", "a", "/a/", "/a//b", "/a/../b", "/a b"} {
 		loc := etcdstore.Location{Endpoints: []string{c.Members[0].Endpoint}, Prefix: p}
-		b, err := etcdstore.OpenLocation(context.Background(), loc, etcdstore.Options{DialTimeout: 2 * time.Second})
+		b, err := etcdstore.NewBackendAt(context.Background(), loc, etcdstore.Options{DialTimeout: 2 * time.Second})
 		if err == nil {
 			b.Close()
 		}
 		if !errors.Is(err, lease.ErrInvalid) {
-			t.Errorf("OpenLocation(prefix %q) = %v; want an error matching lease.ErrInvalid", p, err)
+			t.Errorf("NewBackendAt(prefix %q) = %v; want an error matching lease.ErrInvalid", p, err)
 		}
 	}
 }
 
 // TestURLSecretsNeverShown: whatever an etcd:// URL carries in its
-// userinfo, its query or its fragment, ParseURL, Open and OpenStore
+// userinfo, its query or its fragment, ParseURL, NewBackend and Open
 // refuse it without repeating it; a query's keys are shown, its values
 // not.
 func TestURLSecretsNeverShown(t *testing.T) {
@@ -290,13 +290,13 @@ func TestURLSecretsNeverShown(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.shown) {
 			t.Errorf("ParseURL(%q) = %v; want it to show %q", tt.url, err, tt.shown)
 		}
-		_, err = etcdstore.Open(context.Background(), tt.url, etcdstore.Options{DialTimeout: 100 * time.Millisecond})
+		_, err = etcdstore.NewBackend(context.Background(), tt.url, etcdstore.Options{DialTimeout: 100 * time.Millisecond})
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("NewBackend(%q) = %v; want an error without the secret", tt.url, err)
+		}
+		_, _, err = etcdstore.Open(context.Background(), tt.url)
 		if err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("Open(%q) = %v; want an error without the secret", tt.url, err)
-		}
-		_, _, err = etcdstore.OpenStore(context.Background(), tt.url)
-		if err == nil || strings.Contains(err.Error(), secret) {
-			t.Errorf("OpenStore(%q) = %v; want an error without the secret", tt.url, err)
 		}
 	}
 }
@@ -347,7 +347,7 @@ func BenchmarkOpenClose(b *testing.B) {
 	c := etcdtest.Start(b)
 	url := c.URL("bench")
 	for b.Loop() {
-		be, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})
+		be, err := etcdstore.NewBackend(context.Background(), url, etcdstore.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

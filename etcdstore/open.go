@@ -22,17 +22,17 @@ import (
 
 // ErrUnreachable reports that the cluster did not answer in time: no
 // endpoint accepted a connection, or none answered a request within the
-// bound that applies ([Options.DialTimeout] for [Open],
+// bound that applies ([Options.DialTimeout] for [NewBackend],
 // [Options.RequestTimeout] for each request after it).
 var ErrUnreachable = fmt.Errorf("%w: etcd cluster unreachable", lease.ErrUnavailable)
 
-// DefaultDialTimeout bounds [Open]: connecting, authenticating and one
+// DefaultDialTimeout bounds [NewBackend]: connecting, authenticating and one
 // linearizable read must be done by then. Five seconds covers a leader
 // election with etcd's default timing (1 s election timeout) several times
 // over, and is short enough for a CLI to report a wrong URL promptly.
 const DefaultDialTimeout = 5 * time.Second
 
-// DefaultRequestTimeout bounds each request after [Open] (a read, a grant,
+// DefaultRequestTimeout bounds each request after [NewBackend] (a read, a grant,
 // a keep-alive, a transaction), whatever the caller's context allows, so
 // a cluster lost mid-way is an error, never a hang. An [Backend.Update]
 // makes a few requests, each under this bound.
@@ -93,7 +93,7 @@ type Backend struct {
 	electionWhy string
 }
 
-// Open parses url ([ParseURL]) and connects to the cluster. It returns
+// NewBackend parses url ([ParseURL]) and connects to the cluster. It returns
 // once the cluster has answered one linearizable read of the prefix (so
 // the endpoints, the credentials and the permissions on the prefix are
 // good), or an error: [ErrUnreachable] when no answer came within
@@ -104,16 +104,16 @@ type Backend struct {
 // one, is refused with [ErrNestedStore]; one not yet registered is
 // registered, by one more transaction, on its first open. A user who may
 // not read the registry opens the store unchecked ([Backend.Checked]).
-func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
+func NewBackend(ctx context.Context, url string, opts Options) (*Backend, error) {
 	loc, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	return OpenLocation(ctx, loc, opts)
+	return NewBackendAt(ctx, loc, opts)
 }
 
-// OpenLocation is [Open] with a parsed location.
-func OpenLocation(ctx context.Context, loc Location, opts Options) (*Backend, error) {
+// NewBackendAt is [NewBackend] with a parsed location.
+func NewBackendAt(ctx context.Context, loc Location, opts Options) (*Backend, error) {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
 	}
@@ -444,12 +444,12 @@ func (b *Backend) ExpiryMargin(ttl time.Duration) time.Duration {
 	return min(max(ttl/4, time.Second), ttl/2)
 }
 
-// OpenStore opens url as a [lease.Store] on this backend, with the TLS and
+// Open opens url as a [lease.Store] on this backend, with the TLS and
 // authentication of the LEASE_ETCD_* variables, and returns the function
 // that closes the connection. It has the shape of an internal/cli/storeopen
 // opener, which the executables serving etcd:// stores register.
-func OpenStore(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
-	b, err := Open(ctx, url, OptionsFromEnv(os.Getenv))
+func Open(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
+	b, err := NewBackend(ctx, url, OptionsFromEnv(os.Getenv))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -31,7 +31,7 @@ func TestUnreachable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := etcdstore.Open(context.Background(), "etcd://"+tt.addr+"/x", etcdstore.Options{DialTimeout: time.Second})
+			_, err := etcdstore.NewBackend(context.Background(), "etcd://"+tt.addr+"/x", etcdstore.Options{DialTimeout: time.Second})
 			took := time.Since(start)
 			if !errors.Is(err, etcdstore.ErrUnreachable) {
 				t.Fatalf("Open = %v; want ErrUnreachable", err)
@@ -46,7 +46,7 @@ func TestUnreachable(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := etcdstore.Open(ctx, "etcd://"+silent+"/x", etcdstore.Options{})
+		_, err := etcdstore.NewBackend(ctx, "etcd://"+silent+"/x", etcdstore.Options{})
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, etcdstore.ErrUnreachable) {
 			t.Errorf("Open = %v; want the caller's deadline", err)
 		}
@@ -125,26 +125,26 @@ func TestAuth(t *testing.T) {
 	// by the cluster, and bcrypt under -race on a busy host takes seconds.
 	opts := etcdstore.Options{DialTimeout: 30 * time.Second}
 
-	_, err := etcdstore.Open(ctx, url, opts)
+	_, err := etcdstore.NewBackend(ctx, url, opts)
 	if err == nil {
 		t.Error("Open without credentials succeeded on a cluster with auth")
 	}
 	opts.User, opts.Password = "agent", "wrong-Secret-3"
-	_, err = etcdstore.Open(ctx, url, opts)
+	_, err = etcdstore.NewBackend(ctx, url, opts)
 	if err == nil {
 		t.Error("Open with a wrong password succeeded")
 	}
 	noSecret(t, err, "wrong-Secret-3")
 	t.Logf("wrong password: %v", err)
 
-	_, err = etcdstore.Open(ctx, strings.Replace(url, "etcd://", "etcd://agent:"+agentPW+"@", 1), etcdstore.Options{})
+	_, err = etcdstore.NewBackend(ctx, strings.Replace(url, "etcd://", "etcd://agent:"+agentPW+"@", 1), etcdstore.Options{})
 	if err == nil {
 		t.Error("Open with credentials in the URL succeeded")
 	}
 	noSecret(t, err, agentPW)
 
 	opts.Password = agentPW
-	b, err := etcdstore.Open(ctx, url, opts)
+	b, err := etcdstore.NewBackend(ctx, url, opts)
 	if err != nil {
 		t.Fatalf("Open as agent: %v", err)
 	}
@@ -164,7 +164,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("release as agent: %v", err)
 	}
 	waitWake(t, wake, 5*time.Second, "a release")
-	if _, err := etcdstore.Open(ctx, c.URL("elsewhere"), opts); err == nil {
+	if _, err := etcdstore.NewBackend(ctx, c.URL("elsewhere"), opts); err == nil {
 		t.Error("Open of a prefix the user may not read succeeded")
 	}
 }
@@ -239,7 +239,7 @@ func TestTLS(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.DialTimeout = time.Second
-			b, err := etcdstore.Open(ctx, url, tt.opts)
+			b, err := etcdstore.NewBackend(ctx, url, tt.opts)
 			t.Logf("%v", err)
 			if err == nil {
 				b.Close()
@@ -247,10 +247,10 @@ func TestTLS(t *testing.T) {
 			}
 		})
 	}
-	if _, err := etcdstore.Open(ctx, url, etcdstore.Options{Cert: f.ClientCert}); err == nil {
+	if _, err := etcdstore.NewBackend(ctx, url, etcdstore.Options{Cert: f.ClientCert}); err == nil {
 		t.Error("Open with a certificate and no key succeeded")
 	}
-	b, err := etcdstore.Open(ctx, url, etcdstore.Options{CACert: f.CACert, Cert: f.ClientCert, Key: f.ClientKey})
+	b, err := etcdstore.NewBackend(ctx, url, etcdstore.Options{CACert: f.CACert, Cert: f.ClientCert, Key: f.ClientKey})
 	if err != nil {
 		t.Fatalf("Open with TLS: %v", err)
 	}

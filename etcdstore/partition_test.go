@@ -30,7 +30,7 @@ func TestHolderCutOff(t *testing.T) {
 	// The holder's client has the default request timeout (5 s), longer
 	// than the TTL: a heartbeat sent into the partition would block past
 	// the server's expiry unless the Hold bounds it.
-	ba, err := etcdstore.Open(ctx, "etcd://"+p.Endpoint()+"/"+prefix, etcdstore.Options{})
+	ba, err := etcdstore.NewBackend(ctx, "etcd://"+p.Endpoint()+"/"+prefix, etcdstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestPoolConformance(t *testing.T) {
 	c := etcdtest.Start(t)
 	var n atomic.Int64
 	open := func(t *testing.T, url string) *lease.Store {
-		b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})
+		b, err := etcdstore.NewBackend(context.Background(), url, etcdstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestLeaselessQueueKeyIsNoEntry(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t)
 	url := c.URL("ghost")
-	b, err := etcdstore.Open(context.Background(), url, etcdstore.Options{})
+	b, err := etcdstore.NewBackend(context.Background(), url, etcdstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 func racer() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := etcdstore.Open(ctx, os.Getenv(envURL), etcdstore.Options{})
+	b, err := etcdstore.NewBackend(ctx, os.Getenv(envURL), etcdstore.Options{})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

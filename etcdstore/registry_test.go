@@ -137,7 +137,7 @@ func TestRegistryUnderAuth(t *testing.T) {
 	}
 	open := func(prefix, user, pw string) (*etcdstore.Backend, error) {
 		// Authentication (bcrypt) takes over a second under -race.
-		b, err := etcdstore.Open(ctx, c.URL(prefix), etcdstore.Options{User: user, Password: pw, DialTimeout: 10 * time.Second})
+		b, err := etcdstore.NewBackend(ctx, c.URL(prefix), etcdstore.Options{User: user, Password: pw, DialTimeout: 10 * time.Second})
 		if err == nil {
 			t.Cleanup(func() { b.Close() })
 		}

@@ -42,50 +42,39 @@ type Backend struct {
 	onGit    func(args []string)
 }
 
-// Option configures a [Backend]: the options' one shape in this module,
-// as [lease.Option] is (an option that refuses its input makes
-// [NewBackend] fail with its error).
-type Option func(*config) error
-
-type config struct {
-	stateDir    string
-	stateDirSet bool
-}
-
-// WithStateDir keeps the host's sightings of tips (see the package
-// documentation) in dir, which is created private if missing and must
-// belong to the user and be writable by no one else; "" keeps them in
-// memory, for this process alone. Without it they are kept in
-// [DefaultStateDir] with the real clock and in memory with any other.
-func WithStateDir(dir string) Option {
-	return func(c *config) error {
-		c.stateDir, c.stateDirSet = dir, true
-		return nil
-	}
+// Options are a [Backend]'s own settings, as dirstore.Options and
+// etcdstore.Options are the other stores'; the zero value is the default.
+type Options struct {
+	// StateDir is where the host's sightings of tips are kept (see the
+	// package documentation); it is created private if missing and must
+	// belong to the user and be writable by no one else. "" keeps them in
+	// [DefaultStateDir] with the real clock and in memory with any other.
+	StateDir string
 }
 
 // NewBackend parses url and makes a backend with a private scratch
-// repository. It does not contact the remote.
-func NewBackend(url string, clock lease.Clock, opts ...Option) (*Backend, error) {
+// repository, for a caller that wraps it before it makes a [lease.Store]
+// with [lease.New] (pass the same opts to both; the backend judges
+// liveness on their clock). It does not contact the remote.
+func NewBackend(url string, o Options, opts ...lease.Option) (*Backend, error) {
 	loc, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	var cfg config
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	clock, err := lease.ClockOf(opts...)
+	if err != nil {
+		return nil, err
 	}
 	if clock == nil {
 		clock = lease.WallClock{}
 	}
-	if _, real := clock.(lease.WallClock); real && !cfg.stateDirSet {
-		cfg.stateDir, _ = DefaultStateDir() // none: memory only
+	stateDir := o.StateDir
+	if _, real := clock.(lease.WallClock); real && stateDir == "" {
+		stateDir, _ = DefaultStateDir() // none: memory only
 	}
 	obs := &observations{store: loc.String(), clock: clock}
-	if cfg.stateDir != "" {
-		obs.path = stateFile(cfg.stateDir, obs.store)
+	if stateDir != "" {
+		obs.path = stateFile(stateDir, obs.store)
 	}
 	dir, err := os.MkdirTemp("", "gitstore-")
 	if err != nil {
@@ -104,11 +93,7 @@ func NewBackend(url string, clock lease.Clock, opts ...Option) (*Backend, error)
 // it does not answer (a probe here would cost every CLI call a round
 // trip). It returns the function that removes the scratch repository.
 func Open(ctx context.Context, url string, opts ...lease.Option) (*lease.Store, func() error, error) {
-	clock, err := lease.ClockOf(opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := NewBackend(url, clock)
+	b, err := NewBackend(url, Options{}, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

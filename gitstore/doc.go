@@ -28,7 +28,7 @@
 // tip commit: a record is live until the host has watched the same tip
 // unchanged for longer than the TTL plus a margin ([Margin]). Those
 // moments outlive the process in a state file per store under the user's
-// cache directory ([WithStateDir]), so a contender's watch spans its CLI
+// cache directory ([Options.StateDir]), so a contender's watch spans its CLI
 // calls. A record seen for the first time is therefore held, never free,
 // and an unreadable one is unknown. The cost: a takeover of a dead holder
 // may take up to about two TTLs (the holder's last TTL plus the

@@ -24,7 +24,7 @@ func TestHoldThroughAnOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBackend(url, clock)
+	b, err := NewBackend(url, Options{}, lease.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

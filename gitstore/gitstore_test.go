@@ -41,7 +41,7 @@ type harness struct {
 
 func (h *harness) backend(t *testing.T, url string) *Backend {
 	t.Helper()
-	b, err := NewBackend(url, h.clock)
+	b, err := NewBackend(url, Options{}, lease.WithClock(h.clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func stateFile(dir, store string) string {
 	return filepath.Join(dir, hex.EncodeToString(sum[:16])+".json")
 }
 
-// DefaultStateDir is where the sightings are kept unless [WithStateDir]
+// DefaultStateDir is where the sightings are kept unless [Options.StateDir]
 // says otherwise: durable-lease/gitstore under the user's cache directory
 // ($XDG_CACHE_HOME or ~/.cache on Linux).
 func DefaultStateDir() (string, error) {

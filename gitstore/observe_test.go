@@ -17,7 +17,7 @@ import (
 // (nothing in memory from an earlier call) on the host's state directory.
 func (h *harness) processStore(t *testing.T, url, stateDir string) *lease.Store {
 	t.Helper()
-	b, err := NewBackend(url, h.clock, WithStateDir(stateDir))
+	b, err := NewBackend(url, Options{StateDir: stateDir}, lease.WithClock(h.clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestUntrustedStateStartsAgain(t *testing.T) {
 			}
 			// The stores of the subtests share one clock: advancing it
 			// would race with them, so each judges at its own instant.
-			b, err := NewBackend(url, storetest.NewFakeClock(h.clock.Now().Add(ttl+Margin(ttl)+time.Second)), WithStateDir(dir))
+			b, err := NewBackend(url, Options{StateDir: dir}, lease.WithClock(storetest.NewFakeClock(h.clock.Now().Add(ttl+Margin(ttl)+time.Second))))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -82,7 +82,7 @@ func main() {
 }
 
 func openStore(ctx context.Context, url string) (*etcdstore.Backend, *lease.Store, error) {
-	b, err := etcdstore.Open(ctx, url, etcdstore.OptionsFromEnv(os.Getenv))
+	b, err := etcdstore.NewBackend(ctx, url, etcdstore.OptionsFromEnv(os.Getenv))
 	if err != nil {
 		return nil, nil, err
 	}

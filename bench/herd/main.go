@@ -87,7 +87,7 @@ func openStore(store string) (*lease.Store, error) {
 	if etcdBase == "" {
 		return dirstore.Open(store)
 	}
-	st, _, err := etcdstore.OpenStore(context.Background(), store)
+	st, _, err := etcdstore.Open(context.Background(), store)
 	return st, err
 }
 

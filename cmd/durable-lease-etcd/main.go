@@ -14,4 +14,4 @@ import (
 	"github.com/durable-lease/durable-lease/internal/cli/storehelper"
 )
 
-func main() { storehelper.Main(etcdstore.Scheme, etcdstore.OpenStore) }
+func main() { storehelper.Main(etcdstore.Scheme, etcdstore.Open) }

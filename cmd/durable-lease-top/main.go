@@ -25,7 +25,7 @@ import (
 func main() {
 	// An etcd:// store opens here, not in durable-lease-etcd: that one's
 	// pool has no live view and would hand `pool top` back.
-	storeopen.Register(etcdstore.Scheme, etcdstore.OpenStore)
+	storeopen.Register(etcdstore.Scheme, etcdstore.Open)
 	poolcli.Top = func(ctx context.Context, p *pool.Pool, o poolcli.TopOptions) error {
 		return pooltop.Run(ctx, p, pooltop.Options{Interval: o.Interval})
 	}

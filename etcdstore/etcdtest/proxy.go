@@ -13,7 +13,7 @@ import (
 // the client off from the cluster and let it back in:
 //
 //	p := etcdtest.NewProxy(t, c.Members[0].Endpoint)
-//	b, _ := etcdstore.Open(ctx, "etcd://"+p.Endpoint()+"/x", opts)
+//	b, _ := etcdstore.NewBackend(ctx, "etcd://"+p.Endpoint()+"/x", opts)
 //	p.Cut()     // a partition: nothing passes, nobody is told
 //	p.Restore() // forwarding again; the connections cut are closed
 //

@@ -103,7 +103,7 @@ type holder struct {
 
 func (fx *fixture) startHolder(kind string, col column) *holder {
 	t := fx.t
-	b, err := etcdstore.Open(context.Background(), fx.holdersURL(), etcdstore.Options{})
+	b, err := etcdstore.NewBackend(context.Background(), fx.holdersURL(), etcdstore.Options{})
 	if err != nil {
 		t.Fatalf("holder %s: %v", kind, err)
 	}

@@ -98,6 +98,13 @@ func pack(t *testing.T) (main, platform string) {
 			// beside the suite's timing-sensitive tests.
 			testrun.Skip(t, ".ci/run runs the npm tests after the suite, on its release snapshot (%s)", releaseDistEnv)
 		}
+		if testrun.Race {
+			// Packing and installing 60 MB of binaries is a tenth of the
+			// race suite's CPU and half a minute of one of a 2-core
+			// machine's two package slots, and the race detector watches
+			// only this binary, whose part is to start npm.
+			testrun.Skip(t, "-race: the npm tests run npm and the commands, where the race detector sees nothing; run them with go test -run TestNpm ./internal/release/npmpkg/ (.ci/run does, on its release snapshot)")
+		}
 		dist = fakeDist(t, testrun.Commands(t, ""), "0.0.0-e2e")
 	}
 	tarballs.once.Do(func() {

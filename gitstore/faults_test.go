@@ -3,6 +3,7 @@ package gitstore
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,5 +102,46 @@ func TestHoldThroughAnOutage(t *testing.T) {
 	// the deadline and a loaded host's allowance.
 	if d := time.Unix(0, until.Load()).Add(lease.RenewalAllowance); lostAt.After(d) {
 		t.Errorf("the loss was declared %s after the holder's deadline", lostAt.Sub(d))
+	}
+}
+
+// TestRenewalFloor: a git store has a renewal gap (an outage the store
+// rides out, then a renewal's fetch and push, and the previous push), two
+// round trips and a second longer over smart HTTP, whose holder counts
+// its TTL from the read before the push and the server's Date a second
+// early; the shortest
+// TTL a holder keeps follows from it. Before the store said so it had no
+// floor but the directory store's, and a TTL that a restart of the remote
+// would end was taken without a word.
+func TestRenewalFloor(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url        string
+		gap, floor time.Duration
+		http       bool
+	}{
+		{"git+file:///srv/leases.git", 5625 * time.Millisecond, 5880 * time.Millisecond, false},
+		{"git+git://127.0.0.1:1/leases.git", 5625 * time.Millisecond, 5880 * time.Millisecond, false},
+		{"git+ssh://git@example.invalid/leases.git", 5625 * time.Millisecond, 5880 * time.Millisecond, false},
+		{"git+https://example.invalid/leases.git", 7625 * time.Millisecond, 7880 * time.Millisecond, true},
+	} {
+		b, err := NewBackend(c.url, nil, WithStateDir(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		s, err := lease.New(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		floor, why := s.RenewalFloor(bg)
+		if floor != c.floor {
+			t.Errorf("%s: floor %s (%s), want %s", c.url, floor, why, c.floor)
+		}
+		if g, ok := lease.Backend(b).(lease.RenewalGapper); !ok {
+			t.Errorf("%s: no renewal gap", c.url)
+		} else if gap, gwhy := g.RenewalGap(bg); gap != c.gap || !strings.Contains(gwhy, "restarting") || strings.Contains(gwhy, "Date") != c.http {
+			t.Errorf("%s: gap %s (%s), want %s", c.url, gap, gwhy, c.gap)
+		}
 	}
 }

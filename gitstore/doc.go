@@ -34,4 +34,13 @@
 // may take up to about two TTLs (the holder's last TTL plus the
 // contender's own watch when it arrives late), and the rule assumes that
 // clocks run at about the same rate, not that they agree.
+//
+// # Faults, and the shortest TTL
+//
+// A remote that restarts, asks to wait (HTTP 429 or 5xx) or is slow
+// leaves the lease safe on it and only makes renewals late; a holder
+// tries again until its TTL runs out. How late a renewal may be through
+// such a fault is the store's renewal gap ([Backend.RenewalGap]): an
+// [Outage] and the round trips of two renewals at [RoundTrip] each. It
+// sets the shortest TTL a holder and pool-run keep.
 package gitstore

@@ -83,8 +83,8 @@ type query struct {
 // catFile looks qs up in the scratch repository with one git cat-file
 // --batch, reading at most each query's max bytes of its object into
 // memory (a larger one is skipped, its size reported).
-func (b *Backend) catFile(ctx context.Context, qs ...query) ([]object, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+func (b *Backend) catFile(parent context.Context, qs ...query) ([]object, error) {
+	ctx, cancel := context.WithTimeout(parent, b.timeout)
 	defer cancel()
 	cmd := b.command(ctx, "cat-file", "--batch")
 	var in strings.Builder
@@ -107,7 +107,7 @@ func (b *Backend) catFile(ctx context.Context, qs ...query) ([]object, error) {
 	}
 	werr := cmd.Wait()
 	if perr == nil && werr != nil {
-		perr = &gitError{args: "cat-file", stderr: redact(errb.String()), timeout: ctx.Err() != nil, bound: b.timeout, err: werr}
+		perr = &gitError{args: "cat-file", stderr: redact(errb.String()), timeout: ctx.Err() != nil, cut: parent.Err() != nil, bound: b.timeout, err: werr}
 	}
 	return objs, perr
 }

@@ -42,13 +42,17 @@ func scrubbedEnv() []string {
 type gitError struct {
 	args    string
 	stderr  string
-	timeout bool
+	timeout bool // ended by its context: CallTimeout, or the caller's
+	cut     bool // by the caller's context (a holder's deadline), not CallTimeout
 	bound   time.Duration
 	err     error
 }
 
 func (e *gitError) Error() string {
-	if e.timeout {
+	switch {
+	case e.cut:
+		return fmt.Sprintf("git %s: cut short by the caller's deadline or cancellation", e.args)
+	case e.timeout:
 		return fmt.Sprintf("git %s: no answer within %s", e.args, e.bound)
 	}
 	return fmt.Sprintf("git %s: %v: %s", e.args, e.err, strings.TrimSpace(e.stderr))
@@ -86,8 +90,8 @@ func (b *Backend) command(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // git runs git in the scratch repository with stdin, under CallTimeout.
-func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+func (b *Backend) git(parent context.Context, stdin []byte, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(parent, b.timeout)
 	defer cancel()
 	cmd := b.command(ctx, args...)
 	if stdin != nil {
@@ -98,7 +102,7 @@ func (b *Backend) git(ctx context.Context, stdin []byte, args ...string) ([]byte
 	err := cmd.Run()
 	if err != nil {
 		name := args[0]
-		return out.Bytes(), &gitError{args: name, stderr: redact(errb.String()), timeout: ctx.Err() != nil, bound: b.timeout, err: err}
+		return out.Bytes(), &gitError{args: name, stderr: redact(errb.String()), timeout: ctx.Err() != nil, cut: parent.Err() != nil, bound: b.timeout, err: err}
 	}
 	return out.Bytes(), nil
 }

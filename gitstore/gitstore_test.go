@@ -364,7 +364,8 @@ func TestMalformedIsUnknown(t *testing.T) {
 }
 
 // TestSilentRemote: a remote that accepts the connection and never
-// answers is unavailable once the call's bound is up, and git is killed.
+// answers is unavailable once the call's bound is up, and git is killed;
+// a call the caller's deadline cuts shorter says so.
 func TestSilentRemote(t *testing.T) {
 	t.Parallel()
 	gittest.NeedGit(t)
@@ -392,6 +393,16 @@ func TestSilentRemote(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %s", d)
+	}
+	// Cut short by the caller's deadline (a holder's, whose lease is
+	// running out), the call is not said to have had its own bound: the
+	// message said "no answer within 20s" after a few seconds.
+	b.timeout = CallTimeout
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Names(ctx)
+	if !errors.Is(err, lease.ErrUnavailable) || !strings.Contains(err.Error(), "cut short by the caller's deadline") || strings.Contains(err.Error(), "within") {
+		t.Fatalf("names cut short by the caller: %v", err)
 	}
 }
 

@@ -44,12 +44,12 @@ const maxTrace = 1 << 20
 // trace git writes for it (GIT_TRACE_CURL, headers only, credentials
 // redacted by git) goes to a pipe of its own, is read for Date lines
 // alone and is never printed.
-func (b *Backend) gitDated(ctx context.Context, args ...string) ([]byte, time.Time, error) {
+func (b *Backend) gitDated(parent context.Context, args ...string) ([]byte, time.Time, error) {
 	if !b.loc.HTTP {
-		out, err := b.git(ctx, nil, args...)
+		out, err := b.git(parent, nil, args...)
 		return out, time.Time{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	ctx, cancel := context.WithTimeout(parent, b.timeout)
 	defer cancel()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -80,7 +80,7 @@ func (b *Backend) gitDated(ctx context.Context, args ...string) ([]byte, time.Ti
 	_ = r.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	date := <-dates
 	if err != nil {
-		return out.Bytes(), date, &gitError{args: args[0], stderr: redact(errb.String()), timeout: ctx.Err() != nil, bound: b.timeout, err: err}
+		return out.Bytes(), date, &gitError{args: args[0], stderr: redact(errb.String()), timeout: ctx.Err() != nil, cut: parent.Err() != nil, bound: b.timeout, err: err}
 	}
 	return out.Bytes(), date, nil
 }

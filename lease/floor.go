@@ -39,6 +39,10 @@ func (s *Store) RenewalFloor(ctx context.Context) (floor time.Duration, why stri
 			break
 		}
 	}
-	return floor, fmt.Sprintf("a renewal may be %s late through a fault the store rides out (%s) and %s more on a loaded host, and the holder gives up %s before the expiry",
-		gap, gapWhy, RenewalAllowance, margin(floor))
+	giveUp := fmt.Sprintf("the holder gives up %s before the expiry", margin(floor))
+	if margin(floor) == 0 {
+		giveUp = "it must land before the expiry"
+	}
+	return floor, fmt.Sprintf("a renewal may be %s late through a fault the store rides out (%s) and %s more on a loaded host, and %s",
+		gap, gapWhy, RenewalAllowance, giveUp)
 }

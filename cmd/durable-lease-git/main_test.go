@@ -278,67 +278,6 @@ func TestGitStoreMistakes(t *testing.T) {
 	}
 }
 
-// TestPoolRunCutOff: a pool-run whose remote stops answering ends its
-// work with 75 inside the TTL it last confirmed, before another host
-// could count the lease as expired (TTL plus margin from its sighting
-// under the patience rule, from the server's Date of its last write over
-// smart HTTP).
-func TestPoolRunCutOff(t *testing.T) {
-	bin := installed(t)
-	for name, serve := range map[string]func(t *testing.T, dir string) (string, func()){
-		"daemon": func(t *testing.T, dir string) (string, func()) { return gittest.Daemon(t, filepath.Dir(dir)) },
-		"http": func(t *testing.T, dir string) (string, func()) {
-			srv := gittest.HTTP(t, filepath.Dir(dir))
-			return srv.URL, srv.Stop
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cutOff(t, bin, serve)
-		})
-	}
-}
-
-func cutOff(t *testing.T, bin string, serve func(t *testing.T, dir string) (string, func())) {
-	dir := gittest.BareRepo(t)
-	prefix, stop := serve(t, dir)
-	url := "git+" + prefix + "/" + filepath.Base(dir)
-	h := newHost(t, bin)
-	started := filepath.Join(t.TempDir(), "started")
-	done := make(chan result, 1)
-	go func() {
-		done <- h.run("pool-run", "--store", url, "--kind", "deploy", "--owner", "ci-cut", "--ttl", "0.05", "--",
-			"sh", "-c", `touch "$1"; exec sleep 60`, "sh", started)
-	}()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("pool-run ended before its work started: exit %d %s", r.code, r.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the work did not start")
-		}
-	}
-	cut := time.Now()
-	stop()
-	r := <-done
-	ttl := 3 * time.Second
-	if r.code != 75 || !strings.Contains(r.stderr, "lease_lost (exit 75)") {
-		t.Fatalf("cut off: exit %d %s", r.code, r.stderr)
-	}
-	// Another host counts TTL+margin from a sighting after the last
-	// confirmed write, itself before the cut: the work must be over by
-	// then (pool-run aims well inside the TTL).
-	if since, bound := time.Since(cut), ttl+gitstore.Margin(ttl); since > bound {
-		t.Errorf("the work ended %s after the cut, when another host could already take over (%s)", since, bound)
-	}
-	t.Logf("cut off after %s: %s", time.Since(cut).Round(time.Millisecond), strings.TrimSpace(r.stderr))
-}
-
 // TestLiveGitHub runs a baton on a real GitHub repository over HTTPS, with
 // the server's Date deciding, when DL_GITHUB_REPO (owner/name) and
 // DL_GITHUB_TOKEN (a token allowed to push to it) are set; it is opt-in

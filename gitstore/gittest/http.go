@@ -1,6 +1,7 @@
 package gittest
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -18,11 +19,13 @@ import (
 type HTTPServer struct {
 	URL string // the URL prefix: http://127.0.0.1:PORT
 
-	mu    sync.Mutex
-	clock func() time.Time
-	fault Fault
-	srv   *http.Server
-	once  sync.Once
+	mu      sync.Mutex
+	clock   func() time.Time
+	fault   Fault
+	addr    string
+	handler http.Handler
+	srv     *http.Server // nil while down
+	stopped bool
 }
 
 // Backend is git http-backend serving every repository under base, pushes
@@ -55,8 +58,9 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.URL = "http://" + l.Addr().String()
-	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.addr = l.Addr().String()
+	s.URL = "http://" + s.addr
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		clock, fault := s.clock, s.fault
 		s.mu.Unlock()
@@ -85,10 +89,15 @@ func HTTP(t *testing.T, base string) *HTTPServer {
 			w.Header().Set("Date", clock().UTC().Format(http.TimeFormat))
 		}
 		backend.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(l) }()
+	})
+	s.serve(l)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+func (s *HTTPServer) serve(l net.Listener) {
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(l) }(s.srv)
 }
 
 // A Fault decides how the server treats a request: answered with status
@@ -111,5 +120,38 @@ func (s *HTTPServer) SetClock(now func() time.Time) {
 	s.clock = now
 }
 
-// Stop closes the server and every connection it has.
-func (s *HTTPServer) Stop() { s.once.Do(func() { _ = s.srv.Close() }) }
+// Down closes the server and every connection it has, as a server that
+// is restarted does: from now on a connection to its address is
+// refused, until Up.
+func (s *HTTPServer) Down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		_ = s.srv.Close()
+		s.srv = nil
+	}
+}
+
+// Up serves again on the same address after Down (the restarted server).
+// It does nothing while the server is up or after Stop.
+func (s *HTTPServer) Up() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil || s.stopped {
+		return nil
+	}
+	l, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("gittest: listen again on %s: %w", s.addr, err)
+	}
+	s.serve(l)
+	return nil
+}
+
+// Stop closes the server and every connection it has, for good.
+func (s *HTTPServer) Stop() {
+	s.Down()
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+}

@@ -129,7 +129,7 @@ func TestRenewalFloor(t *testing.T) {
 		{"git+ssh://git@example.invalid/leases.git", 5625 * time.Millisecond, 5880 * time.Millisecond, false},
 		{"git+https://example.invalid/leases.git", 7625 * time.Millisecond, 7880 * time.Millisecond, true},
 	} {
-		b, err := NewBackend(c.url, nil, WithStateDir(""))
+		b, err := NewBackend(c.url, Options{StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func holdThrough(t *testing.T, f remoteFault, ttl float64, interval time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBackend(r.url, clock, WithStateDir(""))
+	b, err := NewBackend(r.url, Options{StateDir: t.TempDir()}, lease.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/durable-lease/durable-lease/internal/testkit/testrun"
 )
 
-func TestMain(m *testing.M) { testrun.Main(m) }
+func TestMain(m *testing.M) { testrun.Main(m, testrun.Parallel(8)) }
 
 // installed returns the directory of the executables, built as the README
 // installs them, once for the whole go test run (see testrun.Commands).

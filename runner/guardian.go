@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,24 +130,20 @@ func isFileType(fd int, t uint32) bool {
 }
 
 // passOn lists the descriptors a child of the guardian gets: 0, 1, 2, the
-// inherited ones from 3 below base in place (closed where none was), then
-// extra.
-func passOn(base int, extra ...uintptr) []uintptr {
+// ones pool-run passed on in place from 3 below base (inherited; closed
+// where it passed none), then extra. Which ones those are pool-run says:
+// a descriptor open here in a gap between them is the guardian's own (its
+// runtime's, a cgroup's directory), opened after its exec.
+func passOn(inherited []int, base int, extra ...uintptr) []uintptr {
 	files := []uintptr{0, 1, 2}
 	for fd := 3; fd < base; fd++ {
-		if isOpen(fd) {
+		if slices.Contains(inherited, fd) {
 			files = append(files, uintptr(fd))
 		} else {
 			files = append(files, ^uintptr(0))
 		}
 	}
 	return append(files, extra...)
-}
-
-// isOpen says whether fd is an open descriptor.
-func isOpen(fd int) bool {
-	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	return err == nil
 }
 
 // Ticks of the guardian's loop: how soon it sees that pool-run was
@@ -418,7 +415,7 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		defer leaf.Close()
 		intoCgroup(attr, leaf.FD())
 	}
-	files := passOn(fdControl)
+	files := passOn(g.start.Inherited, fdControl)
 	var pipeR, pipeW *os.File
 	if phase != nil {
 		// The interpreter and its programs have no controlling terminal:

@@ -95,6 +95,9 @@ type guardStart struct {
 	Release *guardRelease `json:"release,omitempty"`
 	// Phases says the work is a gate's phases: they come as opPhase.
 	Phases bool `json:"phases,omitempty"`
+	// Inherited are the descriptors from 3 up that pool-run inherited and
+	// passed on to the guardian in place, for the work.
+	Inherited []int `json:"inherited,omitempty"`
 	// Cgroup is the run's cgroup directory, whose descriptor the guardian
 	// gets after the terminal's; "" when the work is the process tree
 	// alone.

@@ -74,11 +74,13 @@ type guard struct {
 	// copies are the copies of the work's streams that are not files,
 	// through pipes (as exec.Cmd makes them): close waits for the output
 	// ones, bounded.
-	copies   sync.WaitGroup
-	stdinW   *os.File // the write end of a copied stdin, closed by close
-	warmed   chan struct{}
-	begun    bool
-	released bool
+	copies sync.WaitGroup
+	stdinW *os.File // the write end of a copied stdin, closed by close
+	warmed chan struct{}
+	// inherited are the descriptors from 3 up passed on in place.
+	inherited []int
+	begun     bool
+	released  bool
 }
 
 // spawnGuardian starts the guardian, before anything is acquired, so
@@ -112,11 +114,13 @@ func (o *Options) spawnGuardian() (*guard, error) {
 	// two places (held by the log meanwhile) for the terminal and the
 	// cgroup, which begin sends.
 	files := []uintptr{null.Fd(), null.Fd(), null.Fd()}
+	var inherited []int
 	for _, f := range inheritedFiles() {
 		if f == nil {
 			files = append(files, ^uintptr(0))
 		} else {
 			files = append(files, f.Fd())
+			inherited = append(inherited, int(f.Fd()))
 		}
 	}
 	base := len(files)
@@ -138,7 +142,7 @@ func (o *Options) spawnGuardian() (*guard, error) {
 		mine.Close()
 		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
 	}
-	g := &guard{pid: pid, c: newConn(mine), gone: make(chan struct{}), warmed: make(chan struct{})}
+	g := &guard{pid: pid, c: newConn(mine), gone: make(chan struct{}), warmed: make(chan struct{}), inherited: inherited}
 	// The Go runtime's threads, made while the acquire is on its way
 	// rather than when a work that forks all it can has used them up:
 	// begin waits for them before the work can start.
@@ -198,6 +202,7 @@ func (s *session) begin(g *guard, w *workIO, st *guardStart) error {
 	st.Until = s.renewals.until.Load()
 	st.Margin, st.WatchGrace, st.Grace = int64(margin), int64(watchGrace), int64(s.o.KillGrace)
 	st.Termios = w.saved
+	st.Inherited = g.inherited
 	st.Release = &guardRelease{Store: s.o.Store.Where(), Kind: s.held.Kind, Owner: s.held.Owner, Token: s.held.Token}
 	if f := s.o.Store.OwnerPattern(); f != nil {
 		st.Release.OwnerPattern = f.String()

@@ -12,12 +12,20 @@
 # regression without timing the machine. It exits 1 if any failed, 2 if a
 # command could not run (hyperfine missing, say). Meant for .ci/run.
 # Environment: passed on (ROUNDS, RUNS, BENCH_STORE_PARENT, ...).
-# Usage: bench/quick.sh   (from any directory)
+# Usage: bench/quick.sh [shellpair] [cost]   (from any directory; default both)
 set -u
 
 dir=$(dirname "$0")
 status=0
-for b in shellpair cost; do
+[ $# -gt 0 ] || set -- shellpair cost
+for b in "$@"; do
+	case $b in
+	shellpair | cost) ;;
+	*)
+		echo "bench/quick.sh: no figure $b (shellpair, cost)" >&2
+		exit 2
+		;;
+	esac
 	echo "== bench/$b.sh (QUICK=1)"
 	QUICK=1 sh "$dir/$b.sh"
 	rc=$?

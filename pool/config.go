@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durable-lease/durable-lease/internal/cli/jsonpos"
@@ -106,9 +107,11 @@ type Slot struct {
 }
 
 var (
-	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	placeholderRegexp = regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`)
-	wholePlaceholder  = regexp.MustCompile(`^\{([A-Za-z0-9_.]+)\}$`)
+	// Compiled at their first use, not at initialisation: pool-run's
+	// baton runs and its guardian, which link this package, use none.
+	envNamePattern    = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	placeholderRegexp = lazyRegexp(`\{([A-Za-z0-9_.]+)\}`)
+	wholePlaceholder  = lazyRegexp(`^\{([A-Za-z0-9_.]+)\}$`)
 	// reservedGrantFields are the grant's own fields, which grantFields
 	// may not shadow.
 	reservedGrantFields = map[string]bool{
@@ -216,7 +219,7 @@ func parse(data []byte, baseDir string) (*Config, error) {
 	if !lease.ValidKind(c.QueueLockKind) {
 		return nil, configErr("$.queueLockKind", "%q must match %s", c.QueueLockKind, lease.KindPattern)
 	}
-	if !envNamePattern.MatchString(c.ShellPrefix) {
+	if !envNamePattern().MatchString(c.ShellPrefix) {
 		return nil, configErr("$.shellPrefix", "%q is not a valid environment variable name", c.ShellPrefix)
 	}
 	if filepath.IsAbs(cwd) {
@@ -273,7 +276,7 @@ func parse(data []byte, baseDir string) (*Config, error) {
 			return nil, configErr("$.grantEnv", "must be an object of template strings")
 		}
 		for k := range c.GrantEnv {
-			if !envNamePattern.MatchString(k) {
+			if !envNamePattern().MatchString(k) {
 				return nil, configErr("$.grantEnv."+k, "is not a valid environment variable name")
 			}
 		}
@@ -427,7 +430,7 @@ func (s *Slot) scope() map[string]any {
 // yields the raw value (numbers and objects survive); otherwise each
 // placeholder is replaced by its text.
 func (s *Slot) render(where, tmpl string) (any, error) {
-	if m := wholePlaceholder.FindStringSubmatch(tmpl); m != nil {
+	if m := wholePlaceholder().FindStringSubmatch(tmpl); m != nil {
 		v, ok := s.lookup(m[1])
 		if !ok {
 			return nil, configErr(where, "placeholder {%s} names no attribute of slot %s", m[1], s.ID)
@@ -435,7 +438,7 @@ func (s *Slot) render(where, tmpl string) (any, error) {
 		return v, nil
 	}
 	var err error
-	out := placeholderRegexp.ReplaceAllStringFunc(tmpl, func(ph string) string {
+	out := placeholderRegexp().ReplaceAllStringFunc(tmpl, func(ph string) string {
 		path := ph[1 : len(ph)-1]
 		v, ok := s.lookup(path)
 		if !ok {
@@ -610,4 +613,9 @@ func (c *Config) Identity() string {
 	data, _ := json.Marshal(v) // maps are written with sorted keys
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
+}
+
+// lazyRegexp is a regular expression compiled once, when first asked for.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -38,7 +38,7 @@ func ShellExports(env map[string]string, prefix, slot, token, owner string) (str
 	sort.Strings(names)
 	var b strings.Builder
 	line := func(name, value string) error {
-		if !envNamePattern.MatchString(name) {
+		if !envNamePattern().MatchString(name) {
 			return fmt.Errorf("%w: %q is not a valid environment variable name", ErrConfig, name)
 		}
 		if strings.ContainsRune(value, 0) {

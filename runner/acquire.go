@@ -67,9 +67,6 @@ func (w *signalWatch) end() os.Signal {
 // is removed, a slot being provisioned is given back, and the result says
 // which signal. On failure the Result is returned and the session is nil.
 func acquire(ctx context.Context, o *Options) (*session, *Result) {
-	if err := checkDescriptors(); err != nil {
-		return nil, &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
-	}
 	label := o.Kind
 	if o.Pool != nil {
 		label = o.Pool.Config().Name
@@ -81,15 +78,10 @@ func acquire(ctx context.Context, o *Options) (*session, *Result) {
 		}
 		return nil, &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
 	}
-	// The Go runtime's threads, made while the acquire is on its way
-	// rather than when a work that forks all it can has used them up.
-	warmed := make(chan struct{})
-	go func() { warmThreads(); close(warmed) }()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := watchSignals(o.Signals, cancel)
 	s, err := take(actx, o, cont)
-	<-warmed
 	if sig := w.end(); sig != nil {
 		cont.close(logf(o.Log))
 		if s != nil {

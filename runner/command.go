@@ -35,6 +35,16 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 	if err != nil {
 		return &Result{Exit: status, Code: codeOfStart(status), Err: err}
 	}
+	if err := checkDescriptors(); err != nil {
+		return &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
+	}
+	// The guardian starts now, while the lease is acquired; it gets what
+	// it needs to run the work once the lease is held.
+	g, err := o.spawnGuardian()
+	if err != nil {
+		return &Result{Exit: ExitInternal, Code: CodeInternal, Err: err}
+	}
+	defer g.abandon()
 	s, res := acquire(ctx, &o)
 	if res != nil {
 		return res
@@ -52,8 +62,8 @@ func Command(ctx context.Context, o Options, argv []string) *Result {
 		// The run's own failure (a pseudo-terminal), not the command's.
 		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))})
 	}
-	g, err := s.startGuardian(w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty})
-	if err != nil {
+	if err := s.begin(g, w, &guardStart{Path: path, Argv: argv, Env: s.env, Dir: o.Dir, Ctty: w.ctty}); err != nil {
+		g.close()
 		w.finish(0)
 		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err})
 	}

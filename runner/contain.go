@@ -290,11 +290,21 @@ func (c *contained) close(log func(format string, args ...any)) (endedByOther bo
 
 // endedByOther reports whether the run's cgroup is being ended, or was,
 // by someone else: whoever takes the lease from this run marks the cgroup
-// (cgroup.EndedMark) before it kills what is in it, and removes it once
-// empty (see lease.Work); pool-run and its guardian do neither while
-// they run.
+// (cgroup.EndedMark), freezes it and kills what is in it, and once it is
+// empty removes the mark and then the cgroup (see lease.Work); pool-run
+// and its guardian do none of that while they run. Frozen counts: between
+// the removal of the mark and that of the cgroup, the freeze is all that
+// says so, and the guardian thaws what it froze itself (a job-control
+// stop) before it reports the work gone.
 func (c *contained) endedByOther() bool {
-	return c != nil && c.cg != nil && (c.cg.Gone() || c.cg.Marked(cgroup.EndedMark))
+	if c == nil || c.cg == nil {
+		return false
+	}
+	if c.cg.Marked(cgroup.EndedMark) {
+		return true
+	}
+	_, frozen, err := c.cg.Events()
+	return frozen && err == nil || errors.Is(err, cgroup.ErrNotFound)
 }
 
 // withCgroup is ctx for the pool's provision, reset and health commands,

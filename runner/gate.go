@@ -56,12 +56,21 @@ func Gate(ctx context.Context, o Options, g *gates.Gate) *Result {
 	if err := checkGateEnv(&o, g); err != nil {
 		return &Result{Exit: 2, Code: "usage", Err: err, Phases: skipped(g.Phases, 0)}
 	}
+	if err := checkDescriptors(); err != nil {
+		return &Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)}
+	}
+	// The guardian starts now, while the slot is acquired and provisioned.
+	gd, err := o.spawnGuardian()
+	if err != nil {
+		return &Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)}
+	}
+	defer gd.abandon()
 	s, res := acquire(ctx, &o)
 	if res != nil {
 		res.Phases = skipped(g.Phases, 0)
 		return res
 	}
-	return s.runPhases(ctx, g)
+	return s.runPhases(ctx, g, gd)
 }
 
 // checkGateEnv expands g's env as it would be for each slot the run could
@@ -110,7 +119,7 @@ func skipped(phases []gates.Phase, from int) []PhaseResult {
 	return out
 }
 
-func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
+func (s *session) runPhases(ctx context.Context, g *gates.Gate, gd *guard) *Result {
 	extra, err := g.Expand(envLookup(s.env))
 	if err != nil {
 		return s.finish(&Result{Exit: ExitUsage, Code: CodeUsage, Err: err, Phases: skipped(g.Phases, 0)})
@@ -121,8 +130,8 @@ func (s *session) runPhases(ctx context.Context, g *gates.Gate) *Result {
 	if err != nil {
 		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)})
 	}
-	gd, err := s.startGuardian(w, &guardStart{Phases: true, Ctty: -1})
-	if err != nil {
+	if err := s.begin(gd, w, &guardStart{Phases: true, Ctty: -1}); err != nil {
+		gd.close()
 		w.finish(0)
 		return s.finish(&Result{Exit: ExitInternal, Code: CodeInternal, Err: err, Phases: skipped(g.Phases, 0)})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,24 +130,20 @@ func isFileType(fd int, t uint32) bool {
 }
 
 // passOn lists the descriptors a child of the guardian gets: 0, 1, 2, the
-// inherited ones from 3 below base in place (closed where none was), then
-// extra.
-func passOn(base int, extra ...uintptr) []uintptr {
+// ones pool-run passed on in place from 3 below base (inherited; closed
+// where it passed none), then extra. Which ones those are pool-run says:
+// a descriptor open here in a gap between them is the guardian's own (its
+// runtime's, a cgroup's directory), opened after its exec.
+func passOn(inherited []int, base int, extra ...uintptr) []uintptr {
 	files := []uintptr{0, 1, 2}
 	for fd := 3; fd < base; fd++ {
-		if isOpen(fd) {
+		if slices.Contains(inherited, fd) {
 			files = append(files, uintptr(fd))
 		} else {
 			files = append(files, ^uintptr(0))
 		}
 	}
 	return append(files, extra...)
-}
-
-// isOpen says whether fd is an open descriptor.
-func isOpen(fd int) bool {
-	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	return err == nil
 }
 
 // Ticks of the guardian's loop: how soon it sees that pool-run was
@@ -220,7 +217,7 @@ type guardian struct {
 }
 
 func guardianMain() int {
-	for _, fd := range []int{fdControl, fdLog, fdTerminal} {
+	for _, fd := range []int{fdControl, fdLog, fdTerminal, fdCgroup} {
 		unix.CloseOnExec(fd) // the work gets none of them
 	}
 	ctl := os.NewFile(uintptr(fdControl), "pool-run control")
@@ -236,14 +233,27 @@ func guardianMain() int {
 	if err := becomeSubreaper(); err != nil {
 		g.say("cannot become the subreaper of the work (%v); only its process group is tracked", err)
 	}
+	// Threads the Go runtime would otherwise make later, made now, while
+	// pool-run acquires and sends the start: a work that forks up to the
+	// user's process limit must not leave the guardian unable to make the
+	// thread it needs to act. The work starts once they are made.
+	warmed := make(chan struct{})
+	go func() { warmThreads(); close(warmed) }()
 	msgs := g.c.recv()
 	first, ok := <-msgs
-	if !ok || first.Op != opStart || first.Start == nil {
+	if !ok {
+		return 0 // pool-run gave up before it held anything (a refusal, a signal)
+	}
+	if first.Op != opStart || first.Start == nil {
 		fmt.Fprintln(os.Stderr, "pool-run: the guardian is started by pool-run, not by hand")
 		return 2
 	}
 	g.start = first.Start
 	g.setUntil(g.start.Until)
+	if err := g.takeFiles(); err != nil {
+		_ = g.c.send(guardMsg{Op: opFailed, Why: "the work's descriptors: " + err.Error(), Internal: true})
+		return 3
+	}
 	if g.start.Cgroup != "" {
 		cg, err := cgroup.FromFD(fdCgroup, g.start.Cgroup)
 		if err != nil {
@@ -252,10 +262,7 @@ func guardianMain() int {
 		}
 		g.cg = cg
 	}
-	// Threads the Go runtime would otherwise make later, made now: a work
-	// that forks up to the user's process limit must not leave the
-	// guardian unable to make the thread it needs to act.
-	warmThreads()
+	<-warmed
 	if os.Getppid() != g.start.Parent {
 		g.parentGone = true // pool-run died before the guardian ran
 	}
@@ -302,6 +309,39 @@ func guardianMain() int {
 		g.release()
 	}
 	return 0
+}
+
+// takeFiles puts the descriptors that came with the start message in
+// their places: the work's stdin, stdout and stderr on 0, 1 and 2 (where
+// pool-run started the guardian on /dev/null), then the terminal whose
+// modes to restore (when there is one) and the run's cgroup (when it has
+// one) on the places their placeholders hold.
+func (g *guardian) takeFiles() error {
+	fds := g.c.files()
+	defer func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}()
+	places := []int{0, 1, 2}
+	if g.start.Termios != nil {
+		places = append(places, fdTerminal)
+	}
+	if g.start.Cgroup != "" {
+		places = append(places, fdCgroup)
+	}
+	if len(fds) != len(places) {
+		return fmt.Errorf("got %d descriptors with the start, want %d", len(fds), len(places))
+	}
+	for i, fd := range fds {
+		if err := dupOnto(fd, places[i]); err != nil {
+			return err
+		}
+		if places[i] > 2 {
+			unix.CloseOnExec(places[i]) // the work gets none of the guardian's own
+		}
+	}
+	return nil
 }
 
 func (g *guardian) say(format string, args ...any) {
@@ -375,7 +415,7 @@ func (g *guardian) run(path string, argv, env []string, dir string, phase []byte
 		defer leaf.Close()
 		intoCgroup(attr, leaf.FD())
 	}
-	files := passOn(fdControl)
+	files := passOn(g.start.Inherited, fdControl)
 	var pipeR, pipeW *os.File
 	if phase != nil {
 		// The interpreter and its programs have no controlling terminal:

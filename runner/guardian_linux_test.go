@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // TestGuardianDeathEndsTheWork: when the guardian dies (SIGKILL), the
@@ -68,5 +70,39 @@ func TestGuardianDeathEndsTheWork(t *testing.T) {
 			}
 			freeAfter(t, s, "b")
 		})
+	}
+}
+
+// TestRefusedRunLeavesNoGuardian: the guardian starts while the lease is
+// acquired; when the acquisition is refused, it is let go and exits, and
+// this process reaps it: no guardian waits on for a start that will not
+// come (as one did while this end's reader, blocked in recvmsg, kept the
+// socket open after its close). Not parallel: it looks at every child of
+// this process.
+func TestRefusedRunLeavesNoGuardian(t *testing.T) {
+	s := testStore(t)
+	if _, err := s.Acquire(context.Background(), lease.Request{Kind: "b", Owner: "other", TTLMinutes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	o := baton(t, s, &out, nil)
+	// A wait that ends refused: by then the guardian waits for its start,
+	// and this process reads its socket.
+	o.Wait = 200 * time.Millisecond
+	if r := Command(context.Background(), o, []string{"true"}); r.Code != CodeNotAcquired {
+		t.Fatalf("result %+v, want not_acquired", r)
+	}
+	guardians := func() (pids []int) {
+		for _, pid := range childrenOf(os.Getpid()) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.HasPrefix(b, []byte("pool-run (guardian)")) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(guardians()) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("guardians %v of a refused run are still there", guardians())
+		}
 	}
 }

@@ -95,6 +95,9 @@ type guardStart struct {
 	Release *guardRelease `json:"release,omitempty"`
 	// Phases says the work is a gate's phases: they come as opPhase.
 	Phases bool `json:"phases,omitempty"`
+	// Inherited are the descriptors from 3 up that pool-run inherited and
+	// passed on to the guardian in place, for the work.
+	Inherited []int `json:"inherited,omitempty"`
 	// Cgroup is the run's cgroup directory, whose descriptor the guardian
 	// gets after the terminal's; "" when the work is the process tree
 	// alone.
@@ -125,10 +128,100 @@ type conn struct {
 	enc *json.Encoder
 	dec *json.Decoder
 	f   *os.File
+	r   *rightsReader
 }
 
 func newConn(f *os.File) *conn {
-	return &conn{f: f, w: f, enc: json.NewEncoder(f), dec: json.NewDecoder(f)}
+	r := &rightsReader{fd: int(f.Fd())}
+	return &conn{f: f, w: f, enc: json.NewEncoder(f), dec: json.NewDecoder(r), r: r}
+}
+
+// sendFiles sends m with the descriptors fds (SCM_RIGHTS) on its first
+// byte; the other end finds them with files once it has read m.
+func (c *conn) sendFiles(m guardMsg, fds []int) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int
+	for {
+		n, err = unix.SendmsgN(c.r.fd, data, unix.UnixRights(fds...), nil, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n < len(data) {
+		_, err = c.w.Write(data[n:])
+	}
+	return err
+}
+
+// shut ends the connection both ways and closes it: the other end reads
+// EOF, and so does this end's reader, which a close alone would leave
+// blocked in recvmsg, holding the socket open.
+func (c *conn) shut() {
+	_ = unix.Shutdown(c.r.fd, unix.SHUT_RDWR)
+	_ = c.f.Close()
+}
+
+// files takes the descriptors received so far, in order (close-on-exec).
+func (c *conn) files() []int {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	fds := c.r.fds
+	c.r.fds = nil
+	return fds
+}
+
+// rightsReader reads the socket with recvmsg, keeping the descriptors
+// that come with the bytes.
+type rightsReader struct {
+	fd  int
+	mu  sync.Mutex
+	fds []int
+	oob [128]byte // room for 16 descriptors, more than a start carries
+}
+
+func (r *rightsReader) Read(p []byte) (int, error) {
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(r.fd, p, r.oob[:], recvFlags)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if oobn > 0 {
+			r.keep(r.oob[:oobn])
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (r *rightsReader) keep(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		if fds, err := unix.ParseUnixRights(&m); err == nil {
+			for _, fd := range fds {
+				unix.CloseOnExec(fd) // where recvFlags could not say so
+			}
+			r.fds = append(r.fds, fds...)
+		}
+	}
 }
 
 func (c *conn) send(m guardMsg) error {

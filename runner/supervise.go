@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/durable-lease/durable-lease/internal/sys/procgroup"
 	"github.com/durable-lease/durable-lease/lease"
@@ -66,35 +65,134 @@ func (r *renewals) note(until time.Time) {
 
 // guard is pool-run's end of its guardian.
 type guard struct {
-	cmd  *exec.Cmd
+	pid  int // the guardian's
 	c    *conn
 	msgs <-chan guardMsg
-	gone chan struct{} // closed when the guardian has exited
-	err  error         // its Wait's error
+	gone chan struct{} // closed when the guardian has exited (and was waited for)
+	err  error         // how it exited, once gone is closed
 	work int           // the pid of the work (or phase) last started
+	// copies are the copies of the work's streams that are not files,
+	// through pipes (as exec.Cmd makes them): close waits for the output
+	// ones, bounded.
+	copies sync.WaitGroup
+	stdinW *os.File // the write end of a copied stdin, closed by close
+	warmed chan struct{}
+	// inherited are the descriptors from 3 up passed on in place.
+	inherited []int
+	begun     bool
+	released  bool
 }
 
-// startGuardian starts the guardian on the work's streams and hands it
-// st. The guardian runs this same executable.
-func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
+// spawnGuardian starts the guardian, before anything is acquired, so
+// that its start (an exec of this executable and its runtime's and
+// packages' initialisation) overlaps the acquisition instead of
+// following it. It gets only its socket, pool-run's stderr (for its own
+// lines) and the descriptors this process inherited (in place, for the
+// work), with /dev/null as its streams; begin hands it the rest. A
+// guardian whose pool-run closes the socket before begin exits at once:
+// nothing was held and nothing ran. It runs this same executable.
+func (o *Options) spawnGuardian() (*guard, error) {
 	fds, err := socketpair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "guardian"), os.NewFile(uintptr(fds[1]), "pool-run")
 	defer theirs.Close()
-	logf, ok := s.o.Log.(*os.File)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
+	}
+	defer null.Close()
+	logf, ok := o.Log.(*os.File)
 	if !ok {
-		if logf, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
-			mine.Close()
-			return nil, err
+		logf = null
+	}
+	// The descriptors this process inherited from 3 up (a `3>log`, a
+	// jobserver's pipe) go to the guardian in place, and from it to the
+	// work; the guardian's own come after them: its socket, the log, and
+	// two places (held by the log meanwhile) for the terminal and the
+	// cgroup, which begin sends.
+	files := []uintptr{null.Fd(), null.Fd(), null.Fd()}
+	var inherited []int
+	for _, f := range inheritedFiles() {
+		if f == nil {
+			files = append(files, ^uintptr(0))
+		} else {
+			files = append(files, f.Fd())
+			inherited = append(inherited, int(f.Fd()))
 		}
-		defer logf.Close()
 	}
-	termf := w.termFile
-	if termf == nil {
-		termf = logf // a placeholder: nothing to restore
+	base := len(files)
+	files = append(files, theirs.Fd(), logf.Fd(), logf.Fd(), logf.Fd())
+	role := asGuardian
+	if rolesInMain {
+		role = asGuardianInMain
 	}
+	env := append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, role, base))
+	// pool-run is the subreaper above the guardian: if the guardian dies,
+	// what it left of the work comes here to be ended, not to init.
+	_ = becomeSubreaper()
+	// syscall.ForkExec, not os/exec: the first os.StartProcess of a
+	// process checks that pidfds work by starting one more child.
+	pid, err := syscall.ForkExec(selfExe(), []string{"pool-run (guardian)"}, &syscall.ProcAttr{
+		Env: env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
+	}
+	g := &guard{pid: pid, c: newConn(mine), gone: make(chan struct{}), warmed: make(chan struct{}), inherited: inherited}
+	// The Go runtime's threads, made while the acquire is on its way
+	// rather than when a work that forks all it can has used them up:
+	// begin waits for them before the work can start.
+	go func() { warmThreads(); close(g.warmed) }()
+	g.msgs = g.c.recv()
+	go func() {
+		g.err = waitFor(pid)
+		close(g.gone)
+	}()
+	return g, nil
+}
+
+// waitFor waits for the child pid and says how it ended, as exec.Cmd's
+// Wait would ("signal: killed", "exit status 3"); nil for a clean exit.
+func waitFor(pid int) error {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err // reaped by someone else (reapOrphans): gone all the same
+		}
+		break
+	}
+	switch {
+	case ws.Signaled():
+		return fmt.Errorf("signal: %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		return fmt.Errorf("exit status %d", ws.ExitStatus())
+	}
+	return nil
+}
+
+// abandon lets a guardian that was never begun go: the socket closes,
+// and it exits.
+func (g *guard) abandon() {
+	if g == nil || g.begun {
+		return
+	}
+	g.c.shut()
+}
+
+// begin hands the guardian st and what the work runs on: its streams
+// (a stream that is not a file is copied through a pipe, as exec.Cmd
+// does), the terminal whose modes to restore, and the run's cgroup, as
+// descriptors passed on the socket with the start message.
+func (s *session) begin(g *guard, w *workIO, st *guardStart) error {
+	g.begun = true
 	// The guardian's deadlines (floor.go): SIGKILL a margin before the
 	// time the lease is safely held until, SIGTERM a grace before that,
 	// and never before a renewal late through a fault the store rides out.
@@ -104,86 +202,119 @@ func (s *session) startGuardian(w *workIO, st *guardStart) (*guard, error) {
 	st.Until = s.renewals.until.Load()
 	st.Margin, st.WatchGrace, st.Grace = int64(margin), int64(watchGrace), int64(s.o.KillGrace)
 	st.Termios = w.saved
+	st.Inherited = g.inherited
 	st.Release = &guardRelease{Store: s.o.Store.Where(), Kind: s.held.Kind, Owner: s.held.Owner, Token: s.held.Token}
 	if f := s.o.Store.OwnerPattern(); f != nil {
 		st.Release.OwnerPattern = f.String()
 	}
-	// The descriptors this process inherited from 3 up (a `3>log`, a
-	// jobserver's pipe) go to the guardian in place, and from it to the
-	// work; the guardian's own come after them.
-	extra := inheritedFiles()
-	base := 3 + len(extra)
-	role := asGuardian
-	if rolesInMain {
-		role = asGuardianInMain
+	var pass []int
+	var theirs []*os.File // pipe ends and /dev/null, closed once sent
+	defer func() {
+		for _, f := range theirs {
+			f.Close()
+		}
+	}()
+	// A stream that is not a file goes through a pipe that this process
+	// copies, as exec.Cmd does; none at all is /dev/null.
+	pipe := func() (r, wr *os.File, err error) {
+		if r, wr, err = os.Pipe(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
+		}
+		return r, wr, nil
 	}
-	own := []*os.File{theirs, logf, termf}
+	if f, ok := w.stdin.(*os.File); ok && f != nil {
+		pass = append(pass, int(f.Fd()))
+	} else {
+		r, wr, err := pipe()
+		if err != nil {
+			return err
+		}
+		theirs, g.stdinW = append(theirs, r), wr
+		pass = append(pass, int(r.Fd()))
+		if w.stdin == nil {
+			wr.Close()
+		} else {
+			src := w.stdin
+			go func() {
+				_, _ = io.Copy(wr, src)
+				wr.Close()
+			}()
+		}
+	}
+	for _, out := range []io.Writer{w.stdout, w.stderr} {
+		if f, ok := out.(*os.File); ok && f != nil {
+			pass = append(pass, int(f.Fd()))
+			continue
+		}
+		r, wr, err := pipe()
+		if err != nil {
+			return err
+		}
+		theirs = append(theirs, wr)
+		pass = append(pass, int(wr.Fd()))
+		dst := out
+		if dst == nil {
+			dst = io.Discard
+		}
+		g.copies.Add(1)
+		go func() {
+			defer g.copies.Done()
+			_, _ = io.Copy(dst, r)
+			r.Close()
+		}()
+	}
+	if st.Termios != nil {
+		pass = append(pass, int(w.termFile.Fd()))
+	}
 	if fd := s.cont.fd(); fd >= 0 {
 		// The guardian starts the work inside the run's cgroup, through a
 		// descriptor of its own of the directory.
-		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
-		if err != nil {
-			mine.Close()
-			return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
-		}
-		cgf := os.NewFile(uintptr(dup), "cgroup")
-		defer cgf.Close()
-		own = append(own, cgf)
+		pass = append(pass, fd)
 		st.Cgroup = s.cont.Cgroup
 	}
-	cmd := &exec.Cmd{
-		Path: selfExe(), Args: []string{"pool-run (guardian)"},
-		Env:   append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, role, base)),
-		Stdin: w.stdin, Stdout: w.stdout, Stderr: w.stderr,
-		ExtraFiles:  append(extra, own...),
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-		// A stream that is not a file is copied through a pipe; the
-		// copy must not outlast the work by more than this.
-		WaitDelay: time.Second,
-	}
-	// pool-run is the subreaper above the guardian: if the guardian dies,
-	// what it left of the work comes here to be ended, not to init.
-	_ = becomeSubreaper()
-	if err := cmd.Start(); err != nil {
-		mine.Close()
-		return nil, fmt.Errorf("%w: %v", ErrGuardian, limitHint(err))
-	}
+	<-g.warmed
+	err := g.c.sendFiles(guardMsg{Op: opStart, Start: st}, pass)
 	w.started()
-	g := &guard{cmd: cmd, c: newConn(mine), gone: make(chan struct{})}
-	g.msgs = g.c.recv()
-	go func() {
-		g.err = cmd.Wait()
-		close(g.gone)
-	}()
-	if err := g.c.send(guardMsg{Op: opStart, Start: st}); err != nil {
-		g.close()
-		return nil, fmt.Errorf("%w: %v", ErrGuardian, err)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrGuardian, err)
 	}
-	return g, nil
+	return nil
 }
 
 // close tells the guardian the lease is given back. The work is gone by
 // then and the guardian exits by itself; it is waited for only when it
 // has streams of the work's to copy to the end (a reader or writer that is
-// not a file), or when the work did not end (the guardian died).
+// not a file), or when the work did not end (the guardian died). A
+// guardian that was never begun is let go.
 func (g *guard) close() {
-	_ = g.c.send(guardMsg{Op: opDone})
-	_ = g.c.f.Close()
-	if _, isFile := g.cmd.Stdout.(*os.File); isFile {
-		if _, isFile = g.cmd.Stderr.(*os.File); isFile {
-			if g.cmd.Stdin == nil {
-				return
-			}
-			if _, isFile = g.cmd.Stdin.(*os.File); isFile {
-				return
-			}
-		}
+	if g.released {
+		return
 	}
+	g.released = true
+	if !g.begun {
+		g.abandon()
+		return
+	}
+	_ = g.c.send(guardMsg{Op: opDone})
+	g.c.shut()
+	if g.stdinW != nil {
+		defer g.stdinW.Close() // the work is gone: nothing more is read
+	}
+	copied := make(chan struct{})
+	go func() { g.copies.Wait(); close(copied) }()
 	select {
+	case <-copied:
+		return // every stream a file, or all copied
 	case <-g.gone:
 	case <-time.After(5 * time.Second):
-		_ = g.cmd.Process.Kill()
+		_ = syscall.Kill(g.pid, syscall.SIGKILL)
 		<-g.gone
+	}
+	// The guardian is gone: what is left to copy must not outlast it by
+	// more than a second (exec.Cmd's WaitDelay, as it was).
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
 	}
 }
 
@@ -271,10 +402,10 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 				if out.lost != nil {
 					// The loss is what the run ends with; the guardian,
 					// which did not confirm it, is gone too.
-					fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) ended (%v); %s\n", g.cmd.Process.Pid, g.err, ended)
+					fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) ended (%v); %s\n", g.pid, g.err, ended)
 					return out
 				}
-				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v; %s", g.cmd.Process.Pid, g.err, ended)
+				out.broken = fmt.Errorf("the guardian (pid %d) ended: %v; %s", g.pid, g.err, ended)
 				return out
 			}
 			switch m.Op {
@@ -328,7 +459,7 @@ func (s *session) await(ctx context.Context, g *guard, timeout <-chan time.Time,
 			fmt.Fprintf(s.o.Log, "pool-run: lost %s: %v; killing the work\n", s.held, out.lost)
 		case <-unconfirmed:
 			unconfirmed = nil
-			fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) did not confirm the kill within %s; %s\n", g.cmd.Process.Pid, lossBound, s.endWithoutGuardian(ctx, g))
+			fmt.Fprintf(s.o.Log, "pool-run: the guardian (pid %d) did not confirm the kill within %s; %s\n", g.pid, lossBound, s.endWithoutGuardian(ctx, g))
 		case sig := <-s.o.Signals:
 			interrupt(sig)
 		case <-done:
@@ -378,14 +509,14 @@ func (s *session) endWithoutGuardian(ctx context.Context, g *guard) string {
 		// The cgroup first, at once; then the guardian itself, which does
 		// not answer, and what of the work left the cgroup below it.
 		err := s.cont.end()
-		killTree(g.cmd.Process.Pid)
+		killTree(g.pid)
 		reapOrphans()
 		if err != nil {
 			return "ending the work's cgroup: " + err.Error()
 		}
 		return "the work's cgroup was killed"
 	}
-	killTree(g.cmd.Process.Pid)
+	killTree(g.pid)
 	if g.work > 0 {
 		_ = procgroup.Stop(context.WithoutCancel(ctx), 0, procgroup.New(g.work))
 	}

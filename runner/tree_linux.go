@@ -228,3 +228,7 @@ func reapOrphans() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// recvFlags makes the descriptors received on the guardian's socket
+// close-on-exec as they arrive.
+const recvFlags = unix.MSG_CMSG_CLOEXEC

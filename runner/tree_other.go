@@ -100,3 +100,7 @@ func killTree(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
 
 // reapOrphans does nothing: without a subreaper no orphan comes here.
 func reapOrphans() {}
+
+// recvFlags is 0: the received descriptors are made close-on-exec after
+// recvmsg.
+const recvFlags = 0

@@ -86,7 +86,12 @@ type bench struct {
 	p                          *pool.Pool
 	cli                        bool
 	settle                     time.Duration
+	parts                      []parts // of the hand-offs of the waiter measured now
 }
+
+// parts of one hand-off besides its time: how long the release took to
+// return, and the waiter's exit after its line.
+type parts struct{ release, exit time.Duration }
 
 func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir string, pollN int) error {
 	work, err := os.MkdirTemp(dir, "handoff-")
@@ -130,7 +135,7 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir str
 			return fmt.Errorf("-only: no waiter %q", k)
 		}
 	}
-	got := map[string][]time.Duration{}
+	got, rel, exit := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	var load0 [3]float64
 	load0 = loadavg()
 	start := time.Now()
@@ -138,11 +143,16 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir str
 		order := slices.Clone(only)
 		rand.Shuffle(len(order), func(a, c int) { order[a], order[c] = order[c], order[a] })
 		for _, k := range order {
+			b.parts = nil
 			d, err := kinds[k]()
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", i, k, err)
 			}
 			got[k] = append(got[k], d)
+			for _, p := range b.parts {
+				rel[k] = append(rel[k], p.release)
+				exit[k] = append(exit[k], p.exit)
+			}
 		}
 	}
 	load1 := loadavg()
@@ -162,6 +172,10 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir str
 				float64(percentile(d, 50))/float64(percentile(ref, 50)), float64(percentile(d, 90))/float64(percentile(ref, 90)))
 		}
 		fmt.Println(line)
+	}
+	fmt.Println("medians of the parts: the release's return, the waiter's exit after its line")
+	for _, k := range only {
+		fmt.Printf("%-9s release %6.2f ms  exit %6.2f ms\n", k, ms(percentile(rel[k], 50)), ms(percentile(exit[k], 50)))
 	}
 	if pollN > 0 {
 		return b.polling(pollN)
@@ -274,6 +288,7 @@ func (b *bench) handoff(cmd *exec.Cmd, line <-chan string, release func() error,
 		_ = cmd.Wait()
 		return 0, fmt.Errorf("release: %w", err)
 	}
+	released := time.Since(start)
 	s := <-line
 	elapsed := time.Since(start)
 	if err := check(s); err != nil {
@@ -284,6 +299,7 @@ func (b *bench) handoff(cmd *exec.Cmd, line <-chan string, release func() error,
 	if err := cmd.Wait(); err != nil {
 		return 0, fmt.Errorf("waiter: %w (%q)", err, s)
 	}
+	b.parts = append(b.parts, parts{released, time.Since(start) - elapsed})
 	return elapsed, nil
 }
 

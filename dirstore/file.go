@@ -217,7 +217,15 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 	if err != nil {
 		return nil, err
 	}
-	defer b.leaveGuard(g)
+	freed := false
+	defer func() {
+		b.leaveGuard(g)
+		if freed {
+			// After leaving: the head of kind's line, woken, finds the
+			// guard free for its attempt (PROTOCOL §4.2).
+			b.ring(kind)
+		}
+	}()
 	cur, err := b.readRecord(kind, withFence)
 	if err != nil {
 		return nil, err
@@ -248,7 +256,9 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 		}
 		next.Fence = cur.Fence
 	case lease.OpDelete:
-		return nil, b.remove(kind)
+		err := b.remove(kind)
+		freed = err == nil
+		return nil, err
 	default:
 		return nil, fmt.Errorf("lease: update %s: unknown op %d", kind, ch.Op)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/durable-lease/durable-lease/lease"
 )
 
 // bellFileName is the name of kind's bell in the store, .bell-<kind>: a
@@ -66,3 +68,16 @@ func (b *Backend) ring(kind string) {
 	}
 	_, _ = unix.Write(fd, []byte{1}) // EAGAIN: rung already and not yet read
 }
+
+// OpenBell opens kind's bell for reading, as the head of kind's line
+// does; a waiter of a pool of one slot reads its slot's bell so
+// (dirstore/dirpool). The file is non-blocking and joins the runtime
+// poller; the caller reads it and closes it.
+func (b *Backend) OpenBell(kind string) (*os.File, error) { return b.openBell(kind) }
+
+// Rings reports whether rec is a record whose release rings its kind's
+// bell: one written by this implementation, which stamps its records with
+// the boot clock (lease.Record.Boot) and rings on every removal. A record
+// of another tool (the Node tool's) or an unreadable one may go away
+// without a ring, and is watched with inotify as well.
+func Rings(rec *lease.Record) bool { return rec != nil && !rec.Corrupt && rec.Boot != nil }

@@ -37,7 +37,7 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 	bell, berr := b.openBell(kind)
 	foreign := true
 	if berr == nil {
-		if rec, err := b.Peek(ctx, kind); err == nil && rec != nil && !rec.Corrupt && rec.Boot != nil {
+		if rec, err := b.Peek(ctx, kind); err == nil && Rings(rec) {
 			foreign = false
 		}
 	}

@@ -10,6 +10,7 @@
 // same run. Run it from the repository root:
 //
 //	go run bench/handoff/main.go -rounds 40
+//	go run bench/handoff/main.go -rounds 40 -base /tmp/basebin   # before and after
 //
 // Each round, in a random order, hands off once to each of:
 //
@@ -23,8 +24,17 @@
 // waiter's peer would), starts the waiter, lets it settle into its wait for
 // -settle plus a random part of the same length, takes the time, releases,
 // and stops the clock when the waiter prints its grant (lease, pool) or its
-// work prints (flock, pool-run). It prints each waiter's median, p90 and
-// p99 and the ratio of its median and p90 to flock's.
+// work prints (flock, pool-run): it holds. It also times the waiter's exit,
+// which is what a script running `lease acquire` or `pool acquire` waits
+// for. It prints, per waiter, the median and p90 of both, the ratio of the
+// median and p90 of holding to flock's, and the medians of the release's
+// own return and of the time from it to the line ("after"): the release's
+// steps, and the wake-up with the waiter's acquire.
+//
+// With -base DIR the waiters of a base build (its lease, pool and
+// pool-run) are measured in the same rounds, named "<waiter>@base", with
+// the ratio of this build's medians over theirs. The release is this
+// tree's library either way (with -release cli, each build's own CLI).
 //
 // With -release cli the holder releases through `lease release` or `pool
 // release` (a process of its own, as a hook would), timed from its start;
@@ -66,6 +76,7 @@ func main() {
 	settle := flag.Duration("settle", 60*time.Millisecond, "pause before each release (plus a random part of the same length)")
 	release := flag.String("release", "inproc", "how the holder releases: inproc (the library, from this process) or cli (a process of its own, timed from its start)")
 	bin := flag.String("bin", "", "directory holding prebuilt lease, pool and pool-run (default: build them)")
+	base := flag.String("base", "", "directory holding the lease, pool and pool-run of a base build, whose waiters are measured in the same rounds")
 	dir := flag.String("dir", "", "parent of the working directory (default: the system temporary directory)")
 	pollN := flag.Int("poll-n", 0, "hand-offs to a waiter polling `pool acquire --no-wait` (each takes about half the poll interval)")
 	flag.Parse()
@@ -73,7 +84,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "handoff: -release must be inproc or cli")
 		os.Exit(2)
 	}
-	if err := run(*rounds, strings.Split(*only, ","), *settle, *release == "cli", *bin, *dir, *pollN); err != nil {
+	if err := run(*rounds, strings.Split(*only, ","), *settle, *release == "cli", *bin, *base, *dir, *pollN); err != nil {
 		fmt.Fprintln(os.Stderr, "handoff:", err)
 		os.Exit(1)
 	}
@@ -93,7 +104,11 @@ type bench struct {
 // return, and the waiter's exit after its line.
 type parts struct{ release, exit time.Duration }
 
-func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir string, pollN int) error {
+// sample is one waiter's hand-offs: to its line (it holds), to its exit
+// (a script running it goes on), and the release's own return.
+type sample struct{ holds, exits, release, after []time.Duration }
+
+func run(rounds int, only []string, settle time.Duration, cli bool, bin, base, dir string, pollN int) error {
 	work, err := os.MkdirTemp(dir, "handoff-")
 	if err != nil {
 		return err
@@ -127,31 +142,42 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir str
 	if err := os.WriteFile(filepath.Join(work, "flock"), nil, 0o666); err != nil {
 		return err
 	}
-	kinds := map[string]func() (time.Duration, error){
+	kinds := map[string]func(string) (time.Duration, error){
 		"flock": b.flock, "lease": b.lease, "pool-run": b.poolRun, "pool": b.pool,
 	}
+	type waiter struct{ name, kind, bin string }
+	var waiters []waiter
 	for _, k := range only {
 		if kinds[k] == nil {
 			return fmt.Errorf("-only: no waiter %q", k)
 		}
+		waiters = append(waiters, waiter{k, k, bin})
+		if base != "" && k != "flock" {
+			waiters = append(waiters, waiter{k + "@base", k, base})
+		}
 	}
-	got, rel, exit := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
-	var load0 [3]float64
-	load0 = loadavg()
+	got := map[string]*sample{}
+	load0 := loadavg()
 	start := time.Now()
 	for i := 0; i < rounds; i++ {
-		order := slices.Clone(only)
+		order := slices.Clone(waiters)
 		rand.Shuffle(len(order), func(a, c int) { order[a], order[c] = order[c], order[a] })
-		for _, k := range order {
+		for _, w := range order {
 			b.parts = nil
-			d, err := kinds[k]()
+			d, err := kinds[w.kind](w.bin)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", i, k, err)
+				return fmt.Errorf("round %d, %s: %w", i, w.name, err)
 			}
-			got[k] = append(got[k], d)
+			smp := got[w.name]
+			if smp == nil {
+				smp = &sample{}
+				got[w.name] = smp
+			}
+			smp.holds = append(smp.holds, d)
 			for _, p := range b.parts {
-				rel[k] = append(rel[k], p.release)
-				exit[k] = append(exit[k], p.exit)
+				smp.release = append(smp.release, p.release)
+				smp.after = append(smp.after, d-p.release)
+				smp.exits = append(smp.exits, d+p.exit)
 			}
 		}
 	}
@@ -160,27 +186,38 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, dir str
 	if cli {
 		how = "the CLI, timed from its start"
 	}
-	fmt.Printf("hand-off, release (%s) to the waiter holding; %d rounds in %.1f s, load %.2f then %.2f\n",
-		how, rounds, time.Since(start).Seconds(), load0[0], load1[0])
+	fmt.Printf("hand-off on a directory store, from the release (%s) to the waiter holding (its line) and exiting;\n", how)
+	fmt.Printf("%d rounds in %.1f s, load %.2f then %.2f; medians and p90 in ms\n", rounds, time.Since(start).Seconds(), load0[0], load1[0])
+	fmt.Printf("%-14s %5s %7s %7s %7s %7s %9s %9s %8s %8s\n", "waiter", "n", "holds", "p90", "exits", "p90", "/flock", "p90/flock", "release", "after")
 	ref := got["flock"]
-	for _, k := range only {
-		d := got[k]
-		line := fmt.Sprintf("%-9s n=%-3d median %6.2f ms  p90 %6.2f ms  p99 %6.2f ms  min %6.2f ms", k, len(d),
-			ms(percentile(d, 50)), ms(percentile(d, 90)), ms(percentile(d, 99)), ms(percentile(d, 0)))
-		if k != "flock" && len(ref) > 0 {
-			line += fmt.Sprintf("  over flock: median %.2fx  p90 %.2fx",
-				float64(percentile(d, 50))/float64(percentile(ref, 50)), float64(percentile(d, 90))/float64(percentile(ref, 90)))
+	for _, w := range waiters {
+		d := got[w.name]
+		line := fmt.Sprintf("%-14s %5d %7.2f %7.2f %7.2f %7.2f", w.name, len(d.holds),
+			ms(percentile(d.holds, 50)), ms(percentile(d.holds, 90)), ms(percentile(d.exits, 50)), ms(percentile(d.exits, 90)))
+		if w.kind != "flock" && ref != nil {
+			line += fmt.Sprintf(" %8.2fx %8.2fx", ratio(d.holds, ref.holds, 50), ratio(d.holds, ref.holds, 90))
+		} else {
+			line += fmt.Sprintf(" %9s %9s", "", "")
 		}
+		line += fmt.Sprintf(" %8.2f %8.2f", ms(percentile(d.release, 50)), ms(percentile(d.after, 50)))
 		fmt.Println(line)
 	}
-	fmt.Println("medians of the parts: the release's return, the waiter's exit after its line")
-	for _, k := range only {
-		fmt.Printf("%-9s release %6.2f ms  exit %6.2f ms\n", k, ms(percentile(rel[k], 50)), ms(percentile(exit[k], 50)))
+	if base != "" {
+		for _, k := range only {
+			if k != "flock" {
+				fmt.Printf("%s over %s@base, medians: holds %.2fx, exits %.2fx\n", k, k,
+					ratio(got[k].holds, got[k+"@base"].holds, 50), ratio(got[k].exits, got[k+"@base"].exits, 50))
+			}
+		}
 	}
 	if pollN > 0 {
 		return b.polling(pollN)
 	}
 	return nil
+}
+
+func ratio(a, b []time.Duration, q float64) float64 {
+	return float64(percentile(a, q)) / float64(percentile(b, q))
 }
 
 // waiter starts a waiter and returns a channel of its first line of output.
@@ -215,7 +252,7 @@ func (b *bench) pause(line <-chan string) error {
 	}
 }
 
-func (b *bench) flock() (time.Duration, error) {
+func (b *bench) flock(string) (time.Duration, error) {
 	path := filepath.Join(b.work, "flock")
 	var release func() error
 	if b.cli {
@@ -303,7 +340,7 @@ func (b *bench) handoff(cmd *exec.Cmd, line <-chan string, release func() error,
 	return elapsed, nil
 }
 
-func (b *bench) holdLease(kind string) (func() error, error) {
+func (b *bench) holdLease(bin, kind string) (func() error, error) {
 	ctx := context.Background()
 	acq, err := b.st.Acquire(ctx, lease.Request{Kind: kind, Owner: "holder", TTLMinutes: 10})
 	if err != nil {
@@ -312,7 +349,7 @@ func (b *bench) holdLease(kind string) (func() error, error) {
 	ref := acq.Record.Ref()
 	if b.cli {
 		return func() error {
-			return b.run(b.bin+"/lease", "release", "--kind", kind, "--owner", ref.Owner, "--token", ref.Token)
+			return b.run(bin+"/lease", "release", "--kind", kind, "--owner", ref.Owner, "--token", ref.Token)
 		}, nil
 	}
 	return func() error { _, err := b.st.Release(ctx, ref); return err }, nil
@@ -327,12 +364,12 @@ func (b *bench) run(name string, args ...string) error {
 	return nil
 }
 
-func (b *bench) lease() (time.Duration, error) {
-	release, err := b.holdLease("baton")
+func (b *bench) lease(bin string) (time.Duration, error) {
+	release, err := b.holdLease(bin, "baton")
 	if err != nil {
 		return 0, err
 	}
-	cmd, line, err := b.waiter(b.bin+"/lease", "acquire", "--kind", "baton", "--owner", "waiter", "--ttl", "10", "--wait-ms", "600000")
+	cmd, line, err := b.waiter(bin+"/lease", "acquire", "--kind", "baton", "--owner", "waiter", "--ttl", "10", "--wait-ms", "600000")
 	if err != nil {
 		return 0, err
 	}
@@ -352,12 +389,12 @@ func (b *bench) lease() (time.Duration, error) {
 	return d, err
 }
 
-func (b *bench) poolRun() (time.Duration, error) {
-	release, err := b.holdLease("gate")
+func (b *bench) poolRun(bin string) (time.Duration, error) {
+	release, err := b.holdLease(bin, "gate")
 	if err != nil {
 		return 0, err
 	}
-	cmd, line, err := b.waiter(b.bin+"/pool-run", "--kind", "gate", "--owner", "waiter", "--ttl", "10", "--", "echo", "held")
+	cmd, line, err := b.waiter(bin+"/pool-run", "--kind", "gate", "--owner", "waiter", "--ttl", "10", "--", "echo", "held")
 	if err != nil {
 		return 0, err
 	}
@@ -369,7 +406,7 @@ func (b *bench) poolRun() (time.Duration, error) {
 	})
 }
 
-func (b *bench) pool() (time.Duration, error) {
+func (b *bench) pool(bin string) (time.Duration, error) {
 	ctx := context.Background()
 	g, err := b.p.Acquire(ctx, pool.AcquireRequest{Owner: "holder", NoWait: true})
 	if err != nil {
@@ -381,10 +418,10 @@ func (b *bench) pool() (time.Duration, error) {
 	}
 	if b.cli {
 		release = func() error {
-			return b.run(b.bin+"/pool", "release", "--slot", fmt.Sprint(g.Slot), "--owner", g.Owner, "--token", g.Token)
+			return b.run(bin+"/pool", "release", "--slot", fmt.Sprint(g.Slot), "--owner", g.Owner, "--token", g.Token)
 		}
 	}
-	cmd, line, err := b.waiter(b.bin+"/pool", "acquire", "--owner", "waiter")
+	cmd, line, err := b.waiter(bin+"/pool", "acquire", "--owner", "waiter")
 	if err != nil {
 		return 0, err
 	}

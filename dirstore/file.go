@@ -217,15 +217,7 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 	if err != nil {
 		return nil, err
 	}
-	freed := false
-	defer func() {
-		b.leaveGuard(g)
-		if freed {
-			// After leaving: the head of kind's line, woken, finds the
-			// guard free for its attempt (PROTOCOL §4.2).
-			b.ring(kind)
-		}
-	}()
+	defer b.leaveGuard(g)
 	cur, err := b.readRecord(kind, withFence)
 	if err != nil {
 		return nil, err
@@ -257,7 +249,11 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 		next.Fence = cur.Fence
 	case lease.OpDelete:
 		err := b.remove(kind)
-		freed = err == nil
+		if err == nil {
+			// Rung once the guard is moved away: the head of kind's line,
+			// woken, finds the guard free for its attempt (PROTOCOL §4.2).
+			g.moved = func() { b.ring(kind) }
+		}
 		return nil, err
 	default:
 		return nil, fmt.Errorf("lease: update %s: unknown op %d", kind, ch.Op)

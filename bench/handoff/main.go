@@ -27,9 +27,12 @@
 // work prints (flock, pool-run): it holds. It also times the waiter's exit,
 // which is what a script running `lease acquire` or `pool acquire` waits
 // for. It prints, per waiter, the median and p90 of both, the ratio of the
-// median and p90 of holding to flock's, and the medians of the release's
-// own return and of the time from it to the line ("after"): the release's
-// steps, and the wake-up with the waiter's acquire.
+// median and p90 of holding to flock's, the medians of the release's own
+// return and of the time from it to the line ("after"): the release's
+// steps, and the wake-up with the waiter's acquire; and the median and
+// p90 of the time from the release's return to the waiter's exit
+// ("ret->exit": with -release cli, a `lease release` in a script returning
+// to the waiter's exit, as issue 35 first timed it from Python).
 //
 // With -base DIR the waiters of a base build (its lease, pool and
 // pool-run) are measured in the same rounds, named "<waiter>@base", with
@@ -106,7 +109,7 @@ type parts struct{ release, exit time.Duration }
 
 // sample is one waiter's hand-offs: to its line (it holds), to its exit
 // (a script running it goes on), and the release's own return.
-type sample struct{ holds, exits, release, after []time.Duration }
+type sample struct{ holds, exits, release, after, afterExit []time.Duration }
 
 func run(rounds int, only []string, settle time.Duration, cli bool, bin, base, dir string, pollN int) error {
 	work, err := os.MkdirTemp(dir, "handoff-")
@@ -177,6 +180,7 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, base, d
 			for _, p := range b.parts {
 				smp.release = append(smp.release, p.release)
 				smp.after = append(smp.after, d-p.release)
+				smp.afterExit = append(smp.afterExit, d+p.exit-p.release)
 				smp.exits = append(smp.exits, d+p.exit)
 			}
 		}
@@ -188,7 +192,7 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, base, d
 	}
 	fmt.Printf("hand-off on a directory store, from the release (%s) to the waiter holding (its line) and exiting;\n", how)
 	fmt.Printf("%d rounds in %.1f s, load %.2f then %.2f; medians and p90 in ms\n", rounds, time.Since(start).Seconds(), load0[0], load1[0])
-	fmt.Printf("%-14s %5s %7s %7s %7s %7s %9s %9s %8s %8s\n", "waiter", "n", "holds", "p90", "exits", "p90", "/flock", "p90/flock", "release", "after")
+	fmt.Printf("%-14s %5s %7s %7s %7s %7s %9s %9s %8s %8s %10s %7s\n", "waiter", "n", "holds", "p90", "exits", "p90", "/flock", "p90/flock", "release", "after", "ret->exit", "p90")
 	ref := got["flock"]
 	for _, w := range waiters {
 		d := got[w.name]
@@ -199,7 +203,8 @@ func run(rounds int, only []string, settle time.Duration, cli bool, bin, base, d
 		} else {
 			line += fmt.Sprintf(" %9s %9s", "", "")
 		}
-		line += fmt.Sprintf(" %8.2f %8.2f", ms(percentile(d.release, 50)), ms(percentile(d.after, 50)))
+		line += fmt.Sprintf(" %8.2f %8.2f %10.2f %7.2f", ms(percentile(d.release, 50)), ms(percentile(d.after, 50)),
+			ms(percentile(d.afterExit, 50)), ms(percentile(d.afterExit, 90)))
 		fmt.Println(line)
 	}
 	if base != "" {

@@ -16,7 +16,7 @@ import (
 // bellFileName is the name of kind's bell in the store, .bell-<kind>: a
 // FIFO that the head of kind's line reads while it waits, and that this
 // implementation's mutations write one byte to when they have removed
-// kind's record and left its guard (docs/PROTOCOL.md §4.2). It is made by
+// kind's record and moved its guard away (docs/PROTOCOL.md §4.2). It is made by
 // the first waiter that watches the kind and never removed, as the wait
 // file: a head that removed it as it left could remove the next head's.
 // Readers skip it, as every name starting with a dot.

@@ -12,8 +12,8 @@ import (
 
 // Watch implements [lease.Watcher]. The waiter reads kind's bell
 // (bell_unix.go), which this implementation's releases, reaps and forced
-// releases ring once they have left the guard, so the waiter wakes to a
-// free guard. When the record held now was not written by this
+// releases ring once they have moved the guard away, so the waiter wakes
+// to a free guard. When the record held now was not written by this
 // implementation (it has no boot stamp: the Node tool's, or one
 // unreadable), or there is none, or the bell cannot be used, the waiter
 // also watches the store directory with inotify: the removal of

@@ -250,7 +250,7 @@ var _ pool.EntryWatcher = (*dirState)(nil)
 
 // slotBell opens the bell of the one slot of a pool of one slot
 // (dirstore.Backend.OpenBell), rung by every release, reap and forced
-// release of this implementation once it has left the slot's guard, and
+// release of this implementation once it has moved the slot's guard away, and
 // reads it, calling wake on each ring. It is used only when the slot's
 // record is one whose removal rings (dirstore.Rings); otherwise, and for
 // a pool of more slots, it returns nil and the slots are watched with

@@ -248,7 +248,13 @@ func (b *Backend) update(ctx context.Context, kind string, fn func(*lease.Record
 		}
 		next.Fence = cur.Fence
 	case lease.OpDelete:
-		return nil, b.remove(kind)
+		err := b.remove(kind)
+		if err == nil {
+			// Rung once the guard is moved away: the head of kind's line,
+			// woken, finds the guard free for its attempt (PROTOCOL §4.2).
+			g.moved = func() { b.ring(kind) }
+		}
+		return nil, err
 	default:
 		return nil, fmt.Errorf("lease: update %s: unknown op %d", kind, ch.Op)
 	}

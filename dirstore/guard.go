@@ -74,6 +74,9 @@ func (h *guardHolder) process() lease.Process {
 type heldGuard struct {
 	kind, path, id string
 	lock           *holderLock
+	// moved, if set, runs once the guard has been moved away on leaving,
+	// before the moved directory is removed: the guard is free from then.
+	moved func()
 }
 
 // mkdirGuard is the mkdir form of entry: the directory first, then the
@@ -329,6 +332,9 @@ func (b *Backend) leaveGuard(g *heldGuard) {
 	if err := renameFile(g.path, captured); err != nil {
 		_ = b.Journal(context.Background(), lease.Event{Event: lease.EventGuardLost, Kind: g.kind, Guard: g.path, Holder: g.id, Reason: "guard was gone at release: " + err.Error()})
 		return
+	}
+	if g.moved != nil {
+		g.moved()
 	}
 	// The captured guard is this holder's exactly when its holder file is
 	// the one this process created and still holds open (and locked): an

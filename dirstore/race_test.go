@@ -37,6 +37,8 @@ func TestHelperProcess(t *testing.T) {
 		err = helperRace()
 	case "hold-guard":
 		err = helperHoldGuard()
+	case "wait-bell":
+		err = helperWaitOnBell()
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

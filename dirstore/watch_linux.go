@@ -10,11 +10,72 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Watch implements [lease.Watcher] with inotify on the store directory: the
-// removal of <kind>.json (a release or a reap) wakes the waiter. Writes are
-// not watched: a record written is a lease taken or refreshed, which frees
+// Watch implements [lease.Watcher]. The waiter reads kind's bell
+// (bell_unix.go), which this implementation's releases, reaps and forced
+// releases ring once they have moved the guard away, so the waiter wakes
+// to a free guard. When the record held now was not written by this
+// implementation (it has no boot stamp: the Node tool's, or one
+// unreadable), or there is none, or the bell cannot be used, the waiter
+// also watches the store directory with inotify: the removal of
+// <kind>.json (a release or a reap, by anyone) wakes it. Writes are not
+// watched: a record written is a lease taken or refreshed, which frees
 // nothing, and waking every waiter on each of them makes a herd.
+//
+// The inotify watch is not made for a record of ours because tearing an
+// inotify instance down waits for the kernel's fsnotify grace period
+// (several milliseconds here), and a process exits only after every
+// descriptor is closed: a `lease acquire --wait-ms` that held a watch
+// exits that much later than it holds.
 func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	bell, berr := b.openBell(kind)
+	foreign := true
+	if berr == nil {
+		if rec, err := b.Peek(ctx, kind); err == nil && Rings(rec) {
+			foreign = false
+		}
+	}
+	var ino *os.File
+	if foreign {
+		f, err := b.watchDir(kind, signal)
+		if err != nil && bell == nil {
+			return nil, err
+		}
+		ino = f
+	}
+	if bell != nil {
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				if _, err := bell.Read(buf); err != nil {
+					return // closed by ctx: waiters still poll
+				}
+				signal()
+			}
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		if bell != nil {
+			bell.Close()
+		}
+		if ino != nil {
+			ino.Close()
+		}
+	}()
+	return ch, nil
+}
+
+// watchDir watches the store directory with inotify for the removal of
+// kind's record, calling signal on each, until the returned file is
+// closed.
+func (b *Backend) watchDir(kind string, signal func()) (*os.File, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -25,30 +86,22 @@ func (b *Backend) Watch(ctx context.Context, kind string) (<-chan struct{}, erro
 		return nil, err
 	}
 	// A non-blocking descriptor handed to os.NewFile joins the runtime
-	// poller, so Close below interrupts a pending Read.
+	// poller, so Close interrupts a pending Read.
 	f := os.NewFile(uintptr(fd), "inotify")
-	ch := make(chan struct{}, 1)
-	go func() {
-		<-ctx.Done()
-		f.Close()
-	}()
 	go func() {
 		name := kind + ".json"
 		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 		for {
 			n, err := f.Read(buf)
 			if err != nil {
-				return // closed by ctx, or the watch is broken: waiters still poll
+				return // closed, or the watch is broken: waiters still poll
 			}
 			if eventNamed(buf[:n], name) {
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
+				signal()
 			}
 		}
 	}()
-	return ch, nil
+	return f, nil
 }
 
 // eventNamed reports whether a batch of inotify events mentions name, or the

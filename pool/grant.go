@@ -228,7 +228,15 @@ func (p *Pool) prepare(ctx context.Context, s *Slot, rec *lease.Record, entry En
 		}
 		return serr
 	}
-	stage, err := p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
+	var stage provision.Action
+	var err error
+	if p.cmds.provision != "" || p.cmds.health != "" {
+		// Kept alive while the commands run. Without commands there is
+		// nothing to keep it alive through: the heartbeat that would start
+		// the hold rewrites a record written a moment ago, three more files
+		// made on the way to the grant (PROTOCOL §6.4, step 6).
+		stage, err = p.runThenHealth(ctx, s, rec, provision.ActionProvision, p.cmds.provision)
+	}
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		return nil, fail(ErrLeaseLost, GrantLeaseLostReset, EventGrantLeaseLostReset, err, false)

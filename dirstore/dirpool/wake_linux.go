@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/durable-lease/durable-lease/dirstore"
 	"github.com/durable-lease/durable-lease/pool"
 	"golang.org/x/sys/unix"
 )
@@ -126,8 +127,9 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups,
 // change of the queue moves it near the front, and Slots an inotify watch
 // of the store directory, made only once Listen(true) says the waiter
 // could be granted a slot (few waiters are, so a queue of hundreds stays
-// within the host's limit of inotify instances). If the bell cannot be
-// made it falls back to [dirState.Watch].
+// within the host's limit of inotify instances), or in a pool of one slot
+// held by this implementation that slot's bell in the store ([slotBell]).
+// If the bell cannot be made it falls back to [dirState.Watch].
 func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string) (pool.Wakeups, func()) {
 	perm, err := d.ensureDir(d.dir)
 	if err != nil || pool.CheckRequestID(id) != nil {
@@ -173,6 +175,10 @@ func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string
 		if !on || ino != nil {
 			return
 		}
+		if f := d.slotBell(ctx, slotKinds, func() { signal(slots) }); f != nil {
+			ino = f
+			return
+		}
 		f, err := d.watchSlots(slotKinds, func() { signal(slots) })
 		if err != nil {
 			signal(slots) // not watched: the poll remains, and a re-check now
@@ -187,7 +193,7 @@ func (d *dirState) WatchEntry(ctx context.Context, id string, slotKinds []string
 			bell.Close()
 			mu.Lock()
 			if ino != nil {
-				go ino.Close() // see Watch
+				go ino.Close() // see Watch (a bell closes at once)
 			}
 			mu.Unlock()
 		})
@@ -241,3 +247,41 @@ func (d *dirState) watchSlots(slotKinds []string, wake func()) (*os.File, error)
 }
 
 var _ pool.EntryWatcher = (*dirState)(nil)
+
+// slotBell opens the bell of the one slot of a pool of one slot
+// (dirstore.Backend.OpenBell), rung by every release, reap and forced
+// release of this implementation once it has moved the slot's guard away, and
+// reads it, calling wake on each ring. It is used only when the slot's
+// record is one whose removal rings (dirstore.Rings); otherwise, and for
+// a pool of more slots, it returns nil and the slots are watched with
+// inotify. More slots would need every waiter that could be granted one
+// to hear each ring, and a ring is one byte read by one reader; with one
+// slot only the first live entry can be granted, and the one before it
+// stops reading when it wins the slot. Without inotify the waiter's exit
+// does not wait for the kernel to tear an inotify instance down.
+func (d *dirState) slotBell(ctx context.Context, slotKinds []string, wake func()) *os.File {
+	if len(slotKinds) != 1 {
+		return nil
+	}
+	b, ok := d.h.Store.Backend().(*dirstore.Backend)
+	if !ok {
+		return nil
+	}
+	if rec, err := b.Peek(ctx, slotKinds[0]); err != nil || !dirstore.Rings(rec) {
+		return nil
+	}
+	f, err := b.OpenBell(slotKinds[0])
+	if err != nil {
+		return nil
+	}
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				return
+			}
+			wake()
+		}
+	}()
+	return f
+}

@@ -16,7 +16,7 @@ import (
 	"github.com/durable-lease/durable-lease/etcdstore/etcdtest"
 )
 
-func TestMain(m *testing.M) { testrun.Main(m) }
+func TestMain(m *testing.M) { testrun.Main(m, testrun.Parallel(8)) }
 
 // installed returns the directory of the executables the tests run, all
 // of them, built as the README installs them, once for the whole go test

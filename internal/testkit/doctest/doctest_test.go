@@ -52,7 +52,7 @@ func TestDocs(t *testing.T) {
 			t.Fatalf("the blocks use %s, as a reader of the docs does: install it", tool)
 		}
 	}
-	s := newSession(t, t.TempDir())
+	s := installedSession(t)
 	var (
 		etcdOnce sync.Once
 		endpoint string
@@ -115,7 +115,7 @@ func TestFailingBlockFails(t *testing.T) {
 // though every block passed.
 func TestHeldLeaseFails(t *testing.T) {
 	t.Parallel()
-	s := newSession(t, t.TempDir())
+	s := installedSession(t)
 	doc := "```sh\nlease acquire --kind left-behind --owner doc --ttl 5\n```\n"
 	err := s.runDoc(t, "leaky.md", doc, nil)
 	if err == nil || !strings.Contains(err.Error(), "left left-behind held by doc") {

@@ -2,10 +2,9 @@ package dirstore
 
 import (
 	"context"
-	"encoding/binary"
 	"os"
-	"strings"
 
+	"github.com/durable-lease/durable-lease/internal/sys/inotify"
 	"github.com/durable-lease/durable-lease/lease"
 	"golang.org/x/sys/unix"
 )
@@ -90,7 +89,7 @@ func (b *Backend) watchDir(kind string, signal func()) (*os.File, error) {
 	f := os.NewFile(uintptr(fd), "inotify")
 	go func() {
 		name := kind + ".json"
-		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+		buf := make([]byte, inotify.BufferSize)
 		for {
 			n, err := f.Read(buf)
 			if err != nil {
@@ -107,20 +106,12 @@ func (b *Backend) watchDir(kind string, signal func()) (*os.File, error) {
 // eventNamed reports whether a batch of inotify events mentions name, or the
 // watched directory itself went away.
 func eventNamed(buf []byte, name string) bool {
-	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
-		// struct inotify_event: int32 wd, uint32 mask, uint32 cookie, uint32 len, name.
-		mask := binary.NativeEndian.Uint32(buf[off+4:])
-		nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
-		start := off + unix.SizeofInotifyEvent
-		if mask&(unix.IN_DELETE_SELF|unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
-			return true
-		}
-		if start+nameLen <= len(buf) && strings.TrimRight(string(buf[start:start+nameLen]), "\x00") == name {
-			return true
-		}
-		off = start + nameLen
-	}
-	return false
+	found := false
+	inotify.Each(buf, func(_ int32, mask uint32, n string) bool {
+		found = mask&(unix.IN_DELETE_SELF|unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 || n == name
+		return !found
+	})
+	return found
 }
 
 var _ lease.Watcher = (*Backend)(nil)

@@ -4,13 +4,12 @@ package dirpool
 
 import (
 	"context"
-	"encoding/binary"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/sys/inotify"
 	"github.com/durable-lease/durable-lease/pool"
 	"golang.org/x/sys/unix"
 )
@@ -89,23 +88,13 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups,
 		stop()
 	}()
 	go func() {
-		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+		buf := make([]byte, inotify.BufferSize)
 		for {
 			n, err := f.Read(buf)
 			if err != nil {
 				return // closed, or the watch is broken: waiters still poll
 			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				// struct inotify_event: int32 wd, uint32 mask, uint32 cookie, uint32 len, name.
-				wd := int32(binary.NativeEndian.Uint32(buf[off:]))
-				mask := binary.NativeEndian.Uint32(buf[off+4:])
-				nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
-				start := off + unix.SizeofInotifyEvent
-				off = start + nameLen
-				if off > n {
-					break
-				}
-				name := strings.TrimRight(string(buf[start:off]), "\x00")
+			inotify.Each(buf[:n], func(wd int32, mask uint32, name string) bool {
 				switch {
 				case mask&unix.IN_Q_OVERFLOW != 0:
 					// An overflow may hide a release: wake and re-check.
@@ -116,7 +105,8 @@ func (d *dirState) Watch(ctx context.Context, slotKinds []string) (pool.Wakeups,
 				case wd == storeWd.Load() && wd >= 0 && (mask&unix.IN_IGNORED != 0 || slotNames[name]):
 					signal(slots)
 				}
-			}
+				return true
+			})
 		}
 	}()
 	return wk, stop
@@ -222,25 +212,18 @@ func (d *dirState) watchSlots(slotKinds []string, wake func()) (*os.File, error)
 	}
 	f := os.NewFile(uintptr(fd), "inotify")
 	go func() {
-		buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+		buf := make([]byte, inotify.BufferSize)
 		for {
 			n, err := f.Read(buf)
 			if err != nil {
 				return
 			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				mask := binary.NativeEndian.Uint32(buf[off+4:])
-				nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
-				start := off + unix.SizeofInotifyEvent
-				off = start + nameLen
-				if off > n {
-					break
-				}
-				name := strings.TrimRight(string(buf[start:off]), "\x00")
+			inotify.Each(buf[:n], func(_ int32, mask uint32, name string) bool {
 				if mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 || names[name] {
 					wake()
 				}
-			}
+				return true
+			})
 		}
 	}()
 	return f, nil

@@ -32,6 +32,12 @@ var onlyOnes = []oneOfEach{
 		home: "internal/sys/jsonfast/",
 	},
 	{
+		what:  "a decoder of inotify events (use internal/sys/inotify.Each)",
+		re:    regexp.MustCompile(`SizeofInotifyEvent`),
+		home:  "internal/sys/inotify/",
+		tests: true,
+	},
+	{
 		what:  "a signal to a whole process group, kill(-pgid) (use internal/sys/procgroup)",
 		re:    regexp.MustCompile(`Kill\(-`),
 		home:  "internal/sys/procgroup/",

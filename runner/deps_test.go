@@ -22,7 +22,7 @@ func TestNoCLIDependencies(t *testing.T) {
 	}
 	const module = "github.com/durable-lease/durable-lease/"
 	forbidden := []string{
-		module + "internal/cli/jsonout",
+		module + "internal/cli/poolcodes",
 		module + "internal/cli/progress",
 		module + "internal/cli/outcome",
 		module + "internal/cli/cliparse",

@@ -1,6 +1,6 @@
 // Package outcome is how a call of a durable-lease CLI ends: exactly one
 // JSON object on stdout, a code word and an exit status. It knows the
-// errors of the command line and of package lease; package jsonout adds
+// errors of the command line and of package lease; package poolcodes adds
 // those of package pool. The lease CLI meets no pool errors and uses
 // outcome alone, so its binary does not link (or initialise) the pool and
 // its shell interpreter.
@@ -130,7 +130,7 @@ func (o *Object) End() ([]byte, bool) { return append(o.B, '}'), o.OK }
 
 // Classify maps the errors of the command line and of package lease,
 // signals and the rest to a stable code word and an exit status.
-// jsonout.Classify checks the errors of package pool first and falls back
+// poolcodes.Classify checks the errors of package pool first and falls back
 // to it; with each CLI's own checks they are the only place a code or an
 // exit status is decided.
 func Classify(err error) (code string, exit int) {

@@ -7,14 +7,14 @@ import (
 	"strings"
 
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
-	"github.com/durable-lease/durable-lease/internal/cli/jsonout"
 	"github.com/durable-lease/durable-lease/internal/cli/outcome"
+	"github.com/durable-lease/durable-lease/internal/cli/poolcodes"
 	"github.com/durable-lease/durable-lease/lease"
 	"github.com/durable-lease/durable-lease/pool"
 )
 
 // classify maps an error to its code word and exit status; the mapping
-// is shared with pool-run in [jsonout.Classify], after the one error only
+// is shared with pool-run in [poolcodes.Classify], after the one error only
 // this CLI's plumbing and waiter verbs meet: a request they need queued
 // was granted (code granted, exit 1: the step was not made, and the
 // caller stops heartbeating and claims the grant). It is checked first,
@@ -23,7 +23,7 @@ func classify(err error) (code string, exit int) {
 	if errors.Is(err, pool.ErrGranted) {
 		return "granted", outcome.ExitRefused
 	}
-	return jsonout.Classify(err)
+	return poolcodes.Classify(err)
 }
 
 // failureOut is every ok:false object; the optional fields say where a

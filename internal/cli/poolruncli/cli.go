@@ -25,8 +25,8 @@ import (
 	"github.com/durable-lease/durable-lease/gates"
 	"github.com/durable-lease/durable-lease/internal/cli/cliparse"
 	_ "github.com/durable-lease/durable-lease/internal/cli/cliparse/kongparse" // help and errors: the full parser
-	"github.com/durable-lease/durable-lease/internal/cli/jsonout"
 	"github.com/durable-lease/durable-lease/internal/cli/outcome"
+	"github.com/durable-lease/durable-lease/internal/cli/poolcodes"
 	"github.com/durable-lease/durable-lease/internal/cli/progress"
 	"github.com/durable-lease/durable-lease/internal/cli/storeopen"
 	"github.com/durable-lease/durable-lease/internal/sys/storefile"
@@ -188,7 +188,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		defer func() { _ = closeStore() }()
 	}
 	if err != nil {
-		code, exit := jsonout.Classify(err)
+		code, exit := poolcodes.Classify(err)
 		if (exit == outcome.ExitUsage && code != "unsafe_store" && code != "store_conflict") || errors.Is(err, gates.ErrInvalid) {
 			return usage(stdio.Stderr, err)
 		}
@@ -289,7 +289,7 @@ func explain(w io.Writer, o *runner.Options) int {
 	c, err := runner.Explain(*o)
 	if err != nil {
 		// A run with these flags would fail before acquiring: so does this.
-		code, exit := jsonout.Classify(err)
+		code, exit := poolcodes.Classify(err)
 		fail := struct {
 			outcome.Failure
 			Store string `json:"store"`

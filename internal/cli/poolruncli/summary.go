@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/durable-lease/durable-lease/internal/cli/jsonout"
+	"github.com/durable-lease/durable-lease/internal/cli/poolcodes"
 	"github.com/durable-lease/durable-lease/runner"
 )
 
@@ -19,7 +19,7 @@ import (
 func classify(r *runner.Result) {
 	var ae *runner.AcquireError
 	if errors.As(r.Err, &ae) {
-		r.Code, r.Exit = jsonout.Classify(ae.Err)
+		r.Code, r.Exit = poolcodes.Classify(ae.Err)
 	}
 }
 

@@ -1,9 +1,9 @@
-// Package jsonout classifies the errors of package pool for the CLIs
+// Package poolcodes classifies the errors of package pool for the CLIs
 // that use pools (pool, pool-run): a stable code word and an exit status,
 // then package outcome's for the rest. It is apart from outcome so that
 // the lease CLI, which classifies through outcome alone, does not link
 // package pool (internal/testkit/linkbudget).
-package jsonout
+package poolcodes
 
 import (
 	"errors"

@@ -132,9 +132,13 @@ func TestForeignRecordIsWatchedWithInotify(t *testing.T) {
 	if err := os.WriteFile(path, []byte(recordJSON("k", "node", "tok", now, 10)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, files, line := startBellWaiter(t, s.Dir(), "k")
-	if !hasInotify(files) {
-		t.Errorf("the head does not watch a foreign record with inotify: %q", files)
+	pid, files, line := startBellWaiter(t, s.Dir(), "k")
+	// The watch is made after the bell is open: wait for it.
+	for deadline := time.Now().Add(30 * time.Second); !hasInotify(files); files = openFiles(t, pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the head does not watch a foreign record with inotify: %q", files)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)

@@ -137,6 +137,12 @@ func TestContainKillBoth(t *testing.T) {
 	p := s.launch("plain", supFlags(), []string{"run", "setsid", "port=" + strconv.Itoa(port)}, nil)
 	s.waitReady(3)
 	g := s.guardianOf()
+	// Killed together: stopped first, so that neither acts on the
+	// other's death in the moment between the two kills (the guardian
+	// ends the work when pool-run dies, and on a loaded host it did so
+	// before its own SIGKILL arrived).
+	_ = syscall.Kill(g, syscall.SIGSTOP)
+	_ = syscall.Kill(p.c.Process.Pid, syscall.SIGSTOP)
 	_ = syscall.Kill(p.c.Process.Pid, syscall.SIGKILL)
 	_ = syscall.Kill(g, syscall.SIGKILL)
 	p.wait(5*time.Second, "SIGKILL")

@@ -303,7 +303,7 @@ func (c *contained) endedByOther() bool {
 	if c.cg.Marked(cgroup.EndedMark) {
 		return true
 	}
-	_, frozen, err := c.cg.Events()
+	frozen, err := c.cg.Frozen() // its own freeze, not a slice's above it
 	return frozen && err == nil || errors.Is(err, cgroup.ErrNotFound)
 }
 

@@ -383,6 +383,14 @@ func (g *Group) Freeze() error { return g.write("cgroup.freeze", "1") }
 // Thaw lets the processes of the cgroup run again.
 func (g *Group) Thaw() error { return g.write("cgroup.freeze", "0") }
 
+// Frozen reports whether the cgroup itself is asked to be frozen (its
+// cgroup.freeze), not whether it is frozen through an ancestor (as the
+// frozen of [Group.Events] also says when a slice above is frozen).
+func (g *Group) Frozen() (bool, error) {
+	b, err := g.read("cgroup.freeze")
+	return strings.TrimSpace(string(b)) == "1", err
+}
+
 // WaitFrozen waits until every process of the cgroup is frozen (an empty
 // cgroup is frozen at once), or ctx ends.
 func (g *Group) WaitFrozen(ctx context.Context) error {
@@ -395,19 +403,28 @@ func (g *Group) WaitFrozen(ctx context.Context) error {
 // Kill sends SIGKILL to every process of the cgroup and below at once,
 // processes forked meanwhile included (cgroup.kill, Linux 5.14); on an
 // older kernel it signals each process it finds, frozen first so that
-// none forks between the reading and the signals.
+// none forks between the reading and the signals, and thaws the cgroup
+// again if it froze it (a frozen cgroup says its work was ended by the
+// lease's taker, [Group.End], and would freeze what starts in it next).
 func (g *Group) Kill() error {
 	err := g.write("cgroup.kill", "1")
 	if err == nil || !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	wasFrozen, _ := g.Frozen()
 	if err := g.Freeze(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = g.WaitFrozen(ctx)
 	cancel()
-	return g.Signal(syscall.SIGKILL)
+	err = g.Signal(syscall.SIGKILL)
+	if !wasFrozen {
+		if terr := g.Thaw(); err == nil && !errors.Is(terr, ErrNotFound) {
+			err = terr
+		}
+	}
+	return err
 }
 
 // Signal sends sig to every process of the cgroup and below.

@@ -52,6 +52,7 @@ func (g *Group) Events() (bool, bool, error)      { return false, false, ErrUnsu
 func (g *Group) Populated() (bool, error)         { return false, ErrUnsupported }
 func (g *Group) Freeze() error                    { return ErrUnsupported }
 func (g *Group) Thaw() error                      { return ErrUnsupported }
+func (g *Group) Frozen() (bool, error)            { return false, ErrUnsupported }
 func (g *Group) WaitFrozen(context.Context) error { return ErrUnsupported }
 func (g *Group) Kill() error                      { return ErrUnsupported }
 func (g *Group) Signal(syscall.Signal) error      { return ErrUnsupported }

@@ -130,9 +130,6 @@ func (o *Options) spawnGuardian() (*guard, error) {
 		role = asGuardianInMain
 	}
 	env := append(withoutVar(os.Environ(), guardianEnv), fmt.Sprintf("%s=%s:%d", guardianEnv, role, base))
-	// pool-run is the subreaper above the guardian: if the guardian dies,
-	// what it left of the work comes here to be ended, not to init.
-	_ = becomeSubreaper()
 	// syscall.ForkExec, not os/exec: the first os.StartProcess of a
 	// process checks that pidfds work by starting one more child.
 	pid, err := syscall.ForkExec(selfExe(), []string{"pool-run (guardian)"}, &syscall.ProcAttr{
@@ -193,6 +190,13 @@ func (g *guard) abandon() {
 // descriptors passed on the socket with the start message.
 func (s *session) begin(g *guard, w *workIO, st *guardStart) error {
 	g.begun = true
+	// pool-run is the subreaper above the guardian: if the guardian dies,
+	// what it left of the work comes here to be ended, not to init. Only
+	// now, once the lease is held and provisioned: a provisioner's daemon
+	// (started detached while the acquire and the provision ran) is not
+	// the work's and must be left to init. The guardian starts the work
+	// after the message below, so nothing of it can be orphaned before.
+	_ = becomeSubreaper()
 	// The guardian's deadlines (floor.go): SIGKILL a margin before the
 	// time the lease is safely held until, SIGTERM a grace before that,
 	// and never before a renewal late through a fault the store rides out.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,8 +73,8 @@ type remoteFault struct {
 	http   bool
 	lost   bool
 	slow   bool // renewals go on during the fault, late
-	begin  func(r *remote)
-	end    func(r *remote)
+	begin  func(r *gittest.Remote)
+	end    func(r *gittest.Remote)
 	outage time.Duration
 }
 
@@ -89,59 +88,22 @@ const faultOutage = 4 * time.Second
 // slowPush is how long each push waits in the slow-push fault.
 const slowPush = 2 * time.Second
 
-// remote is a bare repository served by git daemon or smart HTTP.
-type remote struct {
-	url    string
-	daemon *gittest.DaemonServer
-	srv    *gittest.HTTPServer
-}
-
-func serveRemote(t *testing.T, http bool) *remote {
-	dir := bareRepo(t)
-	if http {
-		srv := gittest.HTTP(t, filepath.Dir(dir))
-		return &remote{url: "git+" + srv.URL + "/" + filepath.Base(dir), srv: srv}
-	}
-	d := gittest.StartDaemon(t, filepath.Dir(dir))
-	return &remote{url: "git+" + d.URL + "/" + filepath.Base(dir), daemon: d}
-}
-
-func (r *remote) down() {
-	if r.srv != nil {
-		r.srv.Down()
-	} else {
-		r.daemon.Down()
-	}
-}
-
-func (r *remote) up(t *testing.T) {
-	var err error
-	if r.srv != nil {
-		err = r.srv.Up()
-	} else {
-		err = r.daemon.Up()
-	}
-	if err != nil {
-		t.Error(err)
-	}
-}
-
 // remoteFaults are the faults of a git remote the tests inject.
 func remoteFaults(t *testing.T) []remoteFault {
-	restart := func(r *remote) { r.down() }
-	upAgain := func(r *remote) { r.up(t) }
-	refuse := func(r *remote) {
-		r.srv.SetFault(func(*http.Request) (int, bool) { return http.StatusServiceUnavailable, false })
+	restart := func(r *gittest.Remote) { r.Down() }
+	upAgain := func(r *gittest.Remote) { r.Up(t) }
+	refuse := func(r *gittest.Remote) {
+		r.HTTP.SetFault(func(*http.Request) (int, bool) { return http.StatusServiceUnavailable, false })
 	}
-	slow := func(r *remote) {
-		r.srv.SetFault(func(r *http.Request) (int, bool) {
+	slow := func(r *gittest.Remote) {
+		r.HTTP.SetFault(func(r *http.Request) (int, bool) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 				time.Sleep(slowPush)
 			}
 			return 0, false
 		})
 	}
-	heal := func(r *remote) { r.srv.SetFault(nil) }
+	heal := func(r *gittest.Remote) { r.HTTP.SetFault(nil) }
 	return []remoteFault{
 		{name: "daemon-restarted", begin: restart, end: upAgain, outage: faultOutage},
 		{name: "http-restarted", http: true, begin: restart, end: upAgain, outage: faultOutage},
@@ -218,12 +180,12 @@ func median(ds []time.Duration) time.Duration {
 // the first renewal after it; for a loss, the time from the last renewal
 // to the loss and how long after the holder's deadline it came.
 func holdThrough(t *testing.T, f remoteFault, ttl float64, interval time.Duration) (time.Duration, time.Duration) {
-	r := serveRemote(t, f.http)
+	r := gittest.Serve(t, f.http)
 	clock, err := lease.ClockOf() // the real one: the Hold's timers run on it
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBackend(r.url, Options{StateDir: t.TempDir()}, lease.WithClock(clock))
+	b, err := NewBackend(r.URL, Options{StateDir: t.TempDir()}, lease.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

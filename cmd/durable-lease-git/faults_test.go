@@ -27,44 +27,6 @@ func trials() int {
 	return 1
 }
 
-// remote is a bare repository served by git daemon or smart HTTP, which
-// a test takes down and brings up again.
-type remote struct {
-	dir, url string
-	daemon   *gittest.DaemonServer
-	srv      *gittest.HTTPServer
-}
-
-func serve(t *testing.T, http bool) *remote {
-	dir := gittest.BareRepo(t)
-	if http {
-		srv := gittest.HTTP(t, filepath.Dir(dir))
-		return &remote{dir: dir, url: "git+" + srv.URL + "/" + filepath.Base(dir), srv: srv}
-	}
-	d := gittest.StartDaemon(t, filepath.Dir(dir))
-	return &remote{dir: dir, url: "git+" + d.URL + "/" + filepath.Base(dir), daemon: d}
-}
-
-func (r *remote) down() {
-	if r.srv != nil {
-		r.srv.Down()
-	} else {
-		r.daemon.Down()
-	}
-}
-
-func (r *remote) up(t *testing.T) {
-	var err error
-	if r.srv != nil {
-		err = r.srv.Up()
-	} else {
-		err = r.daemon.Up()
-	}
-	if err != nil {
-		t.Error(err)
-	}
-}
-
 // watchRef reports every change of ref in the bare repository dir, as the
 // remote applies it (read from the repository, not through the server),
 // with its time, until stop is closed.
@@ -109,7 +71,7 @@ func readRef(dir, ref string) string {
 type remoteFault struct {
 	name       string
 	http, slow bool
-	begin, end func(t *testing.T, r *remote)
+	begin, end func(t *testing.T, r *gittest.Remote)
 	outage     time.Duration
 }
 
@@ -126,13 +88,13 @@ const faultOutage = 4 * time.Second
 const slowPush = 2500 * time.Millisecond
 
 var remoteFaults = []remoteFault{
-	{name: "daemon-restarted", begin: func(_ *testing.T, r *remote) { r.down() }, end: upAgain, outage: faultOutage},
-	{name: "http-restarted", http: true, begin: func(_ *testing.T, r *remote) { r.down() }, end: upAgain, outage: faultOutage},
-	{name: "http-503s", http: true, begin: func(_ *testing.T, r *remote) {
-		r.srv.SetFault(func(*http.Request) (int, bool) { return http.StatusServiceUnavailable, false })
+	{name: "daemon-restarted", begin: func(_ *testing.T, r *gittest.Remote) { r.Down() }, end: upAgain, outage: faultOutage},
+	{name: "http-restarted", http: true, begin: func(_ *testing.T, r *gittest.Remote) { r.Down() }, end: upAgain, outage: faultOutage},
+	{name: "http-503s", http: true, begin: func(_ *testing.T, r *gittest.Remote) {
+		r.HTTP.SetFault(func(*http.Request) (int, bool) { return http.StatusServiceUnavailable, false })
 	}, end: heal, outage: faultOutage},
-	{name: "http-slow-pushes", http: true, slow: true, begin: func(_ *testing.T, r *remote) {
-		r.srv.SetFault(func(r *http.Request) (int, bool) {
+	{name: "http-slow-pushes", http: true, slow: true, begin: func(_ *testing.T, r *gittest.Remote) {
+		r.HTTP.SetFault(func(r *http.Request) (int, bool) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 				time.Sleep(slowPush)
 			}
@@ -141,8 +103,8 @@ var remoteFaults = []remoteFault{
 	}, end: heal, outage: 2 * slowPush},
 }
 
-func heal(_ *testing.T, r *remote)    { r.srv.SetFault(nil) }
-func upAgain(t *testing.T, r *remote) { r.up(t) }
+func heal(_ *testing.T, r *gittest.Remote)    { r.HTTP.SetFault(nil) }
+func upAgain(t *testing.T, r *gittest.Remote) { r.Up(t) }
 
 func medianOf(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
@@ -219,7 +181,7 @@ func startPoolRun(t *testing.T, h *host, url, kind string, args ...string) (star
 // renewal gap across it and the time from its end to the first renewal
 // after it.
 func poolRunThrough(t *testing.T, bin string, f remoteFault, ttl, heartbeat string) (gap, after time.Duration) {
-	r := serve(t, f.http)
+	r := gittest.Serve(t, f.http)
 	h := newHost(t, bin)
 	const kind = "deploy"
 	args := []string{"--ttl", ttl}
@@ -228,8 +190,8 @@ func poolRunThrough(t *testing.T, bin string, f remoteFault, ttl, heartbeat stri
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	changes := watchRef(t, r.dir, "refs/durable-lease/"+gitstore.DefaultNamespace+"/leases/"+kind, stop)
-	_, finish, done := startPoolRun(t, h, r.url, kind, args...)
+	changes := watchRef(t, r.Dir, "refs/durable-lease/"+gitstore.DefaultNamespace+"/leases/"+kind, stop)
+	_, finish, done := startPoolRun(t, h, r.URL, kind, args...)
 	bound := 60 * time.Second
 	var began, ended time.Time
 	var seen []time.Time
@@ -313,9 +275,9 @@ func TestPoolRunOutagePastTTL(t *testing.T) {
 	for name, http := range map[string]bool{"daemon": false, "http": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := serve(t, http)
+			r := gittest.Serve(t, http)
 			h := newHost(t, bin)
-			started, _, done := startPoolRun(t, h, r.url, "deploy", "--ttl", floorTTL(http))
+			started, _, done := startPoolRun(t, h, r.URL, "deploy", "--ttl", floorTTL(http))
 			data, err := os.ReadFile(started)
 			if err != nil {
 				t.Fatal(err)
@@ -325,10 +287,10 @@ func TestPoolRunOutagePastTTL(t *testing.T) {
 				t.Fatalf("the work wrote %q", data)
 			}
 			cut := time.Now()
-			r.down()
+			r.Down()
 			res := <-done
 			since := time.Since(cut)
-			r.up(t)
+			r.Up(t)
 			ttl := ttlOf(t, floorTTL(http))
 			if res.code != 75 || !strings.Contains(res.stderr, "lease_lost (exit 75)") || !strings.Contains(res.stderr, "was not renewed in time") {
 				t.Fatalf("a remote down past the TTL: exit %d %s", res.code, res.stderr)

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/lease"
 )
 
@@ -35,18 +35,11 @@ func helperWaitOnBell() error {
 // /proc/<pid>/fd links.
 func openFiles(t *testing.T, pid int) []string {
 	t.Helper()
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-	ents, err := os.ReadDir(dir)
+	files, err := procfs.OpenFiles(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
-			out = append(out, target)
-		}
-	}
-	return out
+	return files
 }
 
 // startBellWaiter starts a waiter process on kind and waits until it is

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/lease"
 	"golang.org/x/sys/unix"
 )
@@ -237,7 +238,7 @@ func TestAbandonedWaitsLeaveNothingBehind(t *testing.T) {
 		_, _ = s.AcquireWait(ctx, lease.Request{Kind: "k", Owner: "head", TTLMinutes: 1})
 	}()
 	time.Sleep(50 * time.Millisecond) // the head holds the line
-	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	fds := func() int { f, _ := procfs.OpenFiles(os.Getpid()); return len(f) }
 	before := fds()
 	for range 100 {
 		wctx, wcancel := context.WithTimeout(context.Background(), time.Millisecond)

@@ -202,9 +202,9 @@ func measure(bin, kind string, n int, window, settle time.Duration, tmp string) 
 	const clkTck = 100 // sysconf(_SC_CLK_TCK) on Linux
 	cores = float64(after-before) / clkTck / time.Since(t0).Seconds()
 	for _, p := range procs {
-		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Process.Pid))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.Process.Pid, fd.Name())); l == "anon_inode:inotify" {
+		files, _ := procfs.OpenFiles(p.Process.Pid)
+		for _, l := range files {
+			if l == "anon_inode:inotify" {
 				inotify++
 			}
 		}

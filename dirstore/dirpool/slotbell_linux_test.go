@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/durable-lease/durable-lease/dirstore"
+	"github.com/durable-lease/durable-lease/internal/sys/procfs"
 	"github.com/durable-lease/durable-lease/pool"
 )
 
@@ -125,18 +125,11 @@ func TestOneSlotWaiterWaitsOnTheSlotsBell(t *testing.T) {
 
 func openFiles(t *testing.T, pid int) []string {
 	t.Helper()
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-	ents, err := os.ReadDir(dir)
+	files, err := procfs.OpenFiles(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
-			out = append(out, target)
-		}
-	}
-	return out
+	return files
 }
 
 func contains(list []string, s string) bool {

@@ -138,3 +138,20 @@ func readFile(path string, buf []byte) (int, error) {
 		n += m
 	}
 }
+
+// OpenFiles lists what process pid has open: the targets of its
+// /proc/PID/fd links ("pipe:[…]", "anon_inode:inotify", a path).
+func OpenFiles(pid int) ([]string, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out, nil
+}

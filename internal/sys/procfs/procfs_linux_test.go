@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -42,5 +43,26 @@ func TestThreadStatsOfThisProcess(t *testing.T) {
 	}
 	if ThreadStats(1<<30) != nil {
 		t.Error("ThreadStats of no process is not nil")
+	}
+}
+
+// TestOpenFilesOfThisProcess: a file this process opens is among its open
+// files, by its path, and a process that is gone is an error.
+func TestOpenFilesOfThisProcess(t *testing.T) {
+	path := t.TempDir() + "/marker"
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files, err := OpenFiles(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(files, path) {
+		t.Errorf("OpenFiles(self) = %q, want %s among them", files, path)
+	}
+	if _, err := OpenFiles(1 << 30); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenFiles(no such process) error = %v, want fs.ErrNotExist", err)
 	}
 }

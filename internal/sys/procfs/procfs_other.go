@@ -24,3 +24,6 @@ func HasChildrenLists() bool { return false }
 
 // PIDs fails: this system has no /proc.
 func PIDs() ([]int, error) { return nil, ErrNoProc }
+
+// OpenFiles is ErrNoProc: there is no /proc.
+func OpenFiles(int) ([]string, error) { return nil, ErrNoProc }

@@ -21,8 +21,8 @@ type oneOfEach struct {
 
 var onlyOnes = []oneOfEach{
 	{
-		what:  "a reader of /proc/PID/stat or of a task's children list (use internal/sys/procfs)",
-		re:    regexp.MustCompile(`/stat"|, "stat"\)|/children"|task/\*`),
+		what:  "a reader of /proc/PID/stat, a task's children list or a process's open files (use internal/sys/procfs)",
+		re:    regexp.MustCompile(`/stat"|, "stat"\)|/children"|task/\*|"fd"\)|ReadDir\(.*/fd"`),
 		home:  "internal/sys/procfs/",
 		tests: true,
 	},

@@ -182,6 +182,7 @@ func TestForkBombUnderPidsMax(t *testing.T) {
 	if mount == "" {
 		testrun.Missing(t, "no cgroup v1 pids hierarchy here (a v2 host gives pool-run pids.max of its own instead)")
 	}
+	sweepPidsScratch(mount)
 	limit := filepath.Join(mount, fmt.Sprintf("dl-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6))
 	if err := os.Mkdir(limit, 0o755); err != nil {
 		testrun.Missing(t, "cannot make a pids cgroup: %v", err)
@@ -259,5 +260,23 @@ func TestCgroupParentOutOfReach(t *testing.T) {
 	}
 	if s := run(t, asNobody, dir, 0o022, env, "lease", "status", "--kind", "k"); s.json(t)["state"] != "free" {
 		t.Errorf("the lease: %s", s.stdout)
+	}
+}
+
+// sweepPidsScratch removes the empty scratch cgroups this test left in the
+// v1 pids hierarchy from test binaries that are gone (killed before their
+// cleanup ran), as testrun sweeps the v2 ones: the host's hierarchy is
+// left as it was found.
+func sweepPidsScratch(mount string) {
+	ents, _ := os.ReadDir(mount)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "dl-test-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidText); err == nil && syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(filepath.Join(mount, e.Name())) // only if empty
+		}
 	}
 }
